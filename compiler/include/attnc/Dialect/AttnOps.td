@@ -1,0 +1,156 @@
+// Operations of the attn dialect.
+#ifndef ATTN_OPS_TD
+#define ATTN_OPS_TD
+
+include "attnc/Dialect/AttnDialect.td"
+include "mlir/IR/OpAsmInterface.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/FunctionInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+
+def Attn_ElemType : AnyTypeOf<[F32, I32]>;
+def Attn_Tensor : RankedTensorOf<[F32, I32]>;
+
+//===----------------------------------------------------------------------===//
+// attn.kernel
+//===----------------------------------------------------------------------===//
+
+def Attn_KernelOp : Attn_Op<"kernel", [
+    FunctionOpInterface, IsolatedFromAbove,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmBlockArgumentNames"]>]> {
+  let summary = "An attention kernel: tensor inputs in, tensor outputs out.";
+  let description = [{
+    Argument and result attributes carry the DSL names (`attn.name`) and the symbolic size of
+    every dimension (`attn.dims`, a size name or an integer literal), which the runtime uses to
+    validate calls.
+
+    ```mlir
+    attn.kernel @sdpa(%q: tensor<?x?x?x?xf32> {attn.dims = ["B", "H", "Nq", "D"], attn.name = "q"}, ...)
+        -> (tensor<?x?x?x?xf32> {attn.dims = ["B", "H", "Nq", "D"], attn.name = "o"}) { ... }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<FunctionType>:$function_type,
+                       OptionalAttr<DictArrayAttr>:$arg_attrs,
+                       OptionalAttr<DictArrayAttr>:$res_attrs);
+  let regions = (region SizedRegion<1>:$body);
+  let builders = [OpBuilder<(ins "::llvm::StringRef":$name, "::mlir::FunctionType":$type)>];
+  let extraClassDeclaration = [{
+    ::llvm::ArrayRef<::mlir::Type> getArgumentTypes() { return getFunctionType().getInputs(); }
+    ::llvm::ArrayRef<::mlir::Type> getResultTypes() { return getFunctionType().getResults(); }
+    ::mlir::Region *getCallableRegion() { return &getBody(); }
+    // DSL name of input `i` / output `i`, from the `attn.name` attribute.
+    ::llvm::StringRef getInputName(unsigned i);
+    ::llvm::StringRef getOutputName(unsigned i);
+    // Symbolic dimensions (`attn.dims`) of input `i` / output `i`.
+    ::llvm::SmallVector<::llvm::StringRef> getInputDims(unsigned i);
+    ::llvm::SmallVector<::llvm::StringRef> getOutputDims(unsigned i);
+  }];
+  let hasCustomAssemblyFormat = 1;
+  let skipDefaultBuilders = 1;
+  let hasVerifier = 1;
+}
+
+def Attn_ReturnOp : Attn_Op<"return", [Pure, Terminator, HasParent<"KernelOp">, ReturnLike]> {
+  let summary = "Returns the kernel's output tensors.";
+  let arguments = (ins Variadic<Attn_Tensor>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+}
+
+//===----------------------------------------------------------------------===//
+// Sizes and reads
+//===----------------------------------------------------------------------===//
+
+def Attn_DimOp : Attn_Op<"dim", [Pure,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
+  let summary = "A symbolic size: the extent of one dimension of a kernel input.";
+  let arguments = (ins Attn_Tensor:$tensor, I64Attr:$index, StrAttr:$size);
+  let results = (outs Index:$result);
+  let assemblyFormat = "$tensor `[` $index `]` `as` $size attr-dict `:` type($tensor)";
+  let hasVerifier = 1;
+}
+
+def Attn_ReadOp : Attn_Op<"read", [Pure,
+    TypesMatchWith<"result is the tensor's element type", "tensor", "result",
+                   "::llvm::cast<::mlir::TensorType>($_self).getElementType()">]> {
+  let summary = "Reads one element of a tensor at integer indices.";
+  let description = [{
+    `boundary` says what an out-of-range index means: "none" (the caller guarantees it is in range;
+    Halide's bounds checks catch violations at run time).
+  }];
+  let arguments = (ins Attn_Tensor:$tensor, Variadic<Index>:$indices,
+                       DefaultValuedStrAttr<StrAttr, "none">:$boundary);
+  let results = (outs Attn_ElemType:$result);
+  let assemblyFormat = "$tensor `[` $indices `]` attr-dict `:` type($tensor)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Definitions
+//===----------------------------------------------------------------------===//
+
+class Attn_DefinitionOp<string mnemonic, list<Trait> traits = []> : Attn_Op<mnemonic, !listconcat(traits, [
+    Pure, SingleBlockImplicitTerminator<"YieldOp">, RecursiveMemoryEffects,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames", "getAsmBlockArgumentNames"]>])> {
+  let results = (outs Attn_Tensor:$result);
+  let regions = (region SizedRegion<1>:$body);
+  let hasVerifier = 1;
+}
+
+def Attn_DefineOp : Attn_DefinitionOp<"define"> {
+  let summary = "A tensor defined pointwise over its index space.";
+  let description = [{
+    The region's block arguments are the tensor's indices (one per dimension, ranging over
+    `[0, extent)`); it yields the element at that point.
+
+    ```mlir
+    %s = attn.define "s" [%B, %H, %Nq, %Nk] {
+    ^bb0(%b: index, %h: index, %i: index, %j: index):
+      ...
+      attn.yield %v : f32
+    } {indices = ["b", "h", "i", "j"]} : tensor<?x?x?x?xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, Variadic<Index>:$extents, StrArrayAttr:$indices);
+  let assemblyFormat = "$name `[` $extents `]` $body attr-dict `:` type($result)";
+}
+
+def Attn_SoftmaxOp : Attn_DefinitionOp<"softmax"> {
+  let summary = "A tensor normalised by softmax over some of its indices.";
+  let description = [{
+    The region yields the score at a point and, optionally, an `i1` mask. The result at a point
+    is exp(score - max) / sum(exp(score - max)) over the `axes`, counting only unmasked points;
+    masked points are 0, and a slice with no unmasked point is all zeros (never NaN).
+  }];
+  let arguments = (ins StrAttr:$name, Variadic<Index>:$extents, StrArrayAttr:$indices,
+                       DenseI64ArrayAttr:$axes);
+  let assemblyFormat = "$name `[` $extents `]` `over` $axes $body attr-dict `:` type($result)";
+  let extraClassDeclaration = [{
+    bool hasMask() { return getBody().front().getTerminator()->getNumOperands() == 2; }
+  }];
+}
+
+def Attn_ReduceOp : Attn_Op<"reduce", [Pure, RecursiveMemoryEffects, SingleBlockImplicitTerminator<"YieldOp">,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmBlockArgumentNames"]>]> {
+  let summary = "A sum, max or min of a scalar expression over reduction indices.";
+  let description = [{
+    The region's block arguments are the reduction indices, each over `[0, extent)`; values from
+    enclosing regions may be used freely.
+  }];
+  let arguments = (ins StrAttr:$kind, Variadic<Index>:$extents, StrArrayAttr:$indices);
+  let results = (outs AnyTypeOf<[F32, I32]>:$result);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$kind `[` $extents `]` $body attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Attn_YieldOp : Attn_Op<"yield", [Pure, Terminator,
+    ParentOneOf<["DefineOp", "SoftmaxOp", "ReduceOp"]>]> {
+  let summary = "Yields the value of a definition or reduction body.";
+  let arguments = (ins Variadic<AnyType>:$values);
+  let builders = [OpBuilder<(ins), [{ /* empty yield for the implicit terminator */ }]>];
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+}
+
+#endif // ATTN_OPS_TD

@@ -1,0 +1,41 @@
+// Shared driver steps for attnc, attn-run and tests: read, analyse, lower, schedule, describe.
+#pragma once
+
+#include "attnc/HalideGen.h"
+#include "attnc/dsl/AST.h"
+#include "attnc/dsl/Sema.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <memory>
+#include <ostream>
+#include <string>
+
+namespace attnc {
+
+struct FrontEnd {
+  std::shared_ptr<dsl::SourceFile> file;
+  std::unique_ptr<dsl::Module> module;
+};
+
+// Reads `path`, parses and analyses it. Prints `file:line:col: error: ...` diagnostics (or a
+// plain `error:` for unreadable files) to `err`; returns false on any error.
+bool runFrontEnd(const std::string& path, const dsl::SemaOptions& opts, std::ostream& err, FrontEnd* out);
+
+// MLIRGen with diagnostics routed to `err`; null on failure.
+mlir::OwningOpRef<mlir::ModuleOp> generateMLIR(mlir::MLIRContext& ctx, const FrontEnd& fe, std::ostream& err);
+
+// Picks kernel `name` (or the only one) from the module; prints an error and returns null otherwise.
+attn::KernelOp selectKernel(mlir::ModuleOp m, const std::string& name, std::ostream& err);
+
+// "host" means this machine (Halide's get_host_target); anything else must be a valid Halide
+// target string such as x86-64-linux-avx2-fma.
+bool parseTarget(const std::string& s, Halide::Target* t, std::string* err);
+
+// The C++ header that describes a compiled kernel to the runtime (`<prefix>.attnc.h`).
+std::string runtimeDescriptorHeader(const LoweredKernel& k, const std::string& halideHeader, const std::string& targetKey,
+                                    const Halide::Target& target, const std::string& source);
+
+} // namespace attnc

@@ -1,0 +1,69 @@
+// HalideGen: lowers an attn.kernel to a Halide pipeline (the algorithm only, no schedule).
+#pragma once
+
+#include "attnc/Dialect/AttnOps.h"
+
+#include "Halide.h"
+
+#include <string>
+#include <vector>
+
+namespace attnc {
+
+// What a lowered Func computes; schedule rules match on these roles, never on Halide internals.
+enum class FuncRole {
+  Define,        // a pointwise definition
+  Reduction,     // a sum/max/min (the definition itself when its whole body is one reduction)
+  SoftmaxScore,  // the scores of a softmax, over all indices
+  SoftmaxMax,    // running max over the softmax axes
+  SoftmaxExp,    // exp(score - max), zero where masked
+  SoftmaxSum,    // sum of SoftmaxExp over the axes
+  Softmax,       // the normalised probabilities (the DSL name)
+};
+const char* funcRoleName(FuncRole r);
+
+struct LoweredFunc {
+  std::string name;       // the DSL definition's name, or `<def>__<part>` for generated parts
+  std::string definition; // the DSL definition it belongs to
+  FuncRole role;
+  Halide::Func func;
+  std::vector<std::string> varNames; // DSL order, outermost first (Halide's order is reversed)
+  std::vector<Halide::Var> vars;     // same order as varNames
+  std::vector<std::string> rvarNames; // reduction indices (Reduction, SoftmaxMax, SoftmaxSum)
+  std::vector<Halide::RVar> rvars;
+  std::string reduceKind;      // "sum" / "max" / "min" for reductions
+  std::vector<int> softmaxAxes; // Softmax parts: positions of the axes in the definition's indices
+  bool isOutput = false;
+  // Names of the kernel inputs and Funcs it reads, so rules can find producers and consumers.
+  std::vector<std::string> reads;
+};
+
+struct KernelParam {
+  std::string name;
+  Halide::ImageParam param;
+  std::vector<std::string> dims; // symbolic dims, DSL order
+  bool isFloat = true;
+};
+
+struct LoweredKernel {
+  std::string name;
+  std::vector<KernelParam> inputs;
+  std::vector<std::string> outputNames;
+  std::vector<std::vector<std::string>> outputDims;
+  std::vector<bool> outputIsFloat;
+  std::vector<LoweredFunc> funcs; // producers before consumers
+
+  LoweredFunc* find(const std::string& name);
+  const LoweredFunc* find(const std::string& name) const;
+  std::vector<Halide::Func> outputs() const;
+  std::vector<Halide::Argument> arguments() const;
+  Halide::Pipeline pipeline() const { return Halide::Pipeline(outputs()); }
+};
+
+// Lowers one kernel. Throws std::runtime_error for IR that has no Halide lowering.
+LoweredKernel lowerToHalide(attn::KernelOp kernel);
+
+// A readable dump of the algorithm: every Func's pure and update definitions (`--emit=halide`).
+std::string printAlgorithm(const LoweredKernel& k);
+
+} // namespace attnc

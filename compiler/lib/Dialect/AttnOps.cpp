@@ -1,0 +1,201 @@
+// Custom assembly, verifiers and asm names of the attn operations.
+#include "attnc/Dialect/AttnOps.h"
+
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/FunctionImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace attnc::attn;
+
+//===----------------------------------------------------------------------===//
+// KernelOp
+//===----------------------------------------------------------------------===//
+
+void KernelOp::build(OpBuilder& builder, OperationState& state, StringRef name, FunctionType type) {
+  state.addAttribute(SymbolTable::getSymbolAttrName(), builder.getStringAttr(name));
+  state.addAttribute(getFunctionTypeAttrName(state.name), TypeAttr::get(type));
+  state.addRegion();
+}
+
+ParseResult KernelOp::parse(OpAsmParser& parser, OperationState& result) {
+  auto buildFuncType = [](Builder& builder, ArrayRef<Type> argTypes, ArrayRef<Type> results,
+                          function_interface_impl::VariadicFlag, std::string&) {
+    return builder.getFunctionType(argTypes, results);
+  };
+  return function_interface_impl::parseFunctionOp(parser, result, /*allowVariadic=*/false,
+                                                  getFunctionTypeAttrName(result.name), buildFuncType,
+                                                  getArgAttrsAttrName(result.name), getResAttrsAttrName(result.name));
+}
+
+void KernelOp::print(OpAsmPrinter& p) {
+  function_interface_impl::printFunctionOp(p, *this, /*isVariadic=*/false, getFunctionTypeAttrName(),
+                                           getArgAttrsAttrName(), getResAttrsAttrName());
+}
+
+static StringRef nameAttrOf(DictionaryAttr dict) {
+  if (!dict) return {};
+  if (auto s = dict.getAs<StringAttr>("attn.name")) return s.getValue();
+  return {};
+}
+
+static SmallVector<StringRef> dimsAttrOf(DictionaryAttr dict) {
+  SmallVector<StringRef> out;
+  if (!dict) return out;
+  if (auto a = dict.getAs<ArrayAttr>("attn.dims"))
+    for (Attribute d : a)
+      if (auto s = dyn_cast<StringAttr>(d)) out.push_back(s.getValue());
+  return out;
+}
+
+StringRef KernelOp::getInputName(unsigned i) { return nameAttrOf(getArgAttrDict(i)); }
+StringRef KernelOp::getOutputName(unsigned i) { return nameAttrOf(getResultAttrDict(i)); }
+SmallVector<StringRef> KernelOp::getInputDims(unsigned i) { return dimsAttrOf(getArgAttrDict(i)); }
+SmallVector<StringRef> KernelOp::getOutputDims(unsigned i) { return dimsAttrOf(getResultAttrDict(i)); }
+
+void KernelOp::getAsmBlockArgumentNames(Region& region, OpAsmSetValueNameFn setNameFn) {
+  if (region.empty()) return;
+  for (auto [i, arg] : llvm::enumerate(region.front().getArguments())) {
+    StringRef name = getInputName(i);
+    if (!name.empty()) setNameFn(arg, name);
+  }
+}
+
+LogicalResult KernelOp::verify() {
+  Block& entry = getBody().front();
+  if (entry.getNumArguments() != getArgumentTypes().size())
+    return emitOpError("entry block has ") << entry.getNumArguments() << " arguments but the signature has "
+                                           << getArgumentTypes().size();
+  auto checkDims = [&](Type t, DictionaryAttr dict, const char* what, unsigned i) -> LogicalResult {
+    auto tt = cast<RankedTensorType>(t);
+    if (nameAttrOf(dict).empty()) return emitOpError() << what << " " << i << " has no 'attn.name'";
+    if ((int64_t)dimsAttrOf(dict).size() != tt.getRank())
+      return emitOpError() << what << " '" << nameAttrOf(dict) << "' has rank " << tt.getRank() << " but "
+                           << dimsAttrOf(dict).size() << " 'attn.dims' entries";
+    return success();
+  };
+  for (auto [i, t] : llvm::enumerate(getArgumentTypes())) {
+    if (!isa<RankedTensorType>(t)) return emitOpError("input ") << i << " is not a ranked tensor";
+    if (failed(checkDims(t, getArgAttrDict(i), "input", i))) return failure();
+  }
+  for (auto [i, t] : llvm::enumerate(getResultTypes())) {
+    if (!isa<RankedTensorType>(t)) return emitOpError("output ") << i << " is not a ranked tensor";
+    if (failed(checkDims(t, getResultAttrDict(i), "output", i))) return failure();
+  }
+  auto ret = dyn_cast<ReturnOp>(entry.getTerminator());
+  if (!ret) return emitOpError("body must end with attn.return");
+  if (ret.getValues().getTypes() != TypeRange(getResultTypes()))
+    return ret.emitOpError("returns types that do not match the kernel's results");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// DimOp, ReadOp
+//===----------------------------------------------------------------------===//
+
+void DimOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) { setNameFn(getResult(), getSize()); }
+
+LogicalResult DimOp::verify() {
+  int64_t rank = getTensor().getType().getRank();
+  if (getIndex() < 0 || getIndex() >= rank)
+    return emitOpError("dimension ") << getIndex() << " is out of range for a tensor of rank " << rank;
+  if (getSize().empty()) return emitOpError("needs a size name");
+  return success();
+}
+
+LogicalResult ReadOp::verify() {
+  int64_t rank = getTensor().getType().getRank();
+  if ((int64_t)getIndices().size() != rank)
+    return emitOpError("reads a tensor of rank ") << rank << " with " << getIndices().size() << " indices";
+  StringRef b = getBoundary();
+  if (b != "none") return emitOpError("unknown boundary mode '") << b << "'";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// DefineOp, SoftmaxOp, ReduceOp
+//===----------------------------------------------------------------------===//
+
+static void nameBlockArgs(Region& region, ArrayAttr names, OpAsmSetValueNameFn setNameFn) {
+  if (region.empty()) return;
+  for (auto [arg, name] : llvm::zip(region.front().getArguments(), names))
+    if (auto s = dyn_cast<StringAttr>(name)) setNameFn(arg, s.getValue());
+}
+
+// Shared checks: one index block argument per extent, named by `indices`, and a terminator
+// yielding `numYields` values.
+static LogicalResult verifyIndexRegion(Operation* op, Region& body, size_t numExtents, ArrayAttr names) {
+  Block& block = body.front();
+  if (block.getNumArguments() != numExtents)
+    return op->emitOpError("has ") << numExtents << " extents but its region has " << block.getNumArguments()
+                                   << " index arguments";
+  for (BlockArgument a : block.getArguments())
+    if (!a.getType().isIndex()) return op->emitOpError("region arguments must be of type index");
+  if (names.size() != numExtents)
+    return op->emitOpError("has ") << numExtents << " extents but " << names.size() << " index names";
+  return success();
+}
+
+static LogicalResult verifyDefinition(Operation* op, Region& body, size_t numExtents, ArrayAttr names,
+                                      RankedTensorType type) {
+  if (type.getRank() != (int64_t)numExtents)
+    return op->emitOpError("result has rank ") << type.getRank() << " but " << numExtents << " extents are given";
+  if (failed(verifyIndexRegion(op, body, numExtents, names))) return failure();
+  auto yield = cast<YieldOp>(body.front().getTerminator());
+  if (yield.getValues().empty()) return yield.emitOpError("must yield the element value");
+  if (yield.getValues()[0].getType() != type.getElementType())
+    return yield.emitOpError("yields ") << yield.getValues()[0].getType() << " but the tensor holds "
+                                        << type.getElementType();
+  return success();
+}
+
+void DefineOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) { setNameFn(getResult(), getName()); }
+void DefineOp::getAsmBlockArgumentNames(Region& region, OpAsmSetValueNameFn setNameFn) {
+  nameBlockArgs(region, getIndices(), setNameFn);
+}
+LogicalResult DefineOp::verify() {
+  if (failed(verifyDefinition(*this, getBody(), getExtents().size(), getIndices(), getResult().getType())))
+    return failure();
+  auto yield = cast<YieldOp>(getBody().front().getTerminator());
+  if (yield.getValues().size() != 1) return yield.emitOpError("must yield exactly one value in attn.define");
+  return success();
+}
+
+void SoftmaxOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) { setNameFn(getResult(), getName()); }
+void SoftmaxOp::getAsmBlockArgumentNames(Region& region, OpAsmSetValueNameFn setNameFn) {
+  nameBlockArgs(region, getIndices(), setNameFn);
+}
+LogicalResult SoftmaxOp::verify() {
+  if (failed(verifyDefinition(*this, getBody(), getExtents().size(), getIndices(), getResult().getType())))
+    return failure();
+  if (!getResult().getType().getElementType().isF32()) return emitOpError("result must hold f32");
+  auto yield = cast<YieldOp>(getBody().front().getTerminator());
+  if (yield.getValues().size() > 2 || (yield.getValues().size() == 2 && !yield.getValues()[1].getType().isInteger(1)))
+    return yield.emitOpError("in attn.softmax yields the score and optionally an i1 mask");
+  ArrayRef<int64_t> axes = getAxes();
+  if (axes.empty()) return emitOpError("needs at least one axis");
+  llvm::SmallDenseSet<int64_t> seen;
+  for (int64_t a : axes) {
+    if (a < 0 || a >= (int64_t)getExtents().size())
+      return emitOpError("axis ") << a << " is out of range for rank " << getExtents().size();
+    if (!seen.insert(a).second) return emitOpError("axis ") << a << " appears twice";
+  }
+  return success();
+}
+
+void ReduceOp::getAsmBlockArgumentNames(Region& region, OpAsmSetValueNameFn setNameFn) {
+  nameBlockArgs(region, getIndices(), setNameFn);
+}
+LogicalResult ReduceOp::verify() {
+  StringRef k = getKind();
+  if (k != "sum" && k != "max" && k != "min") return emitOpError("unknown reduction kind '") << k << "'";
+  if (getExtents().empty()) return emitOpError("needs at least one reduction index");
+  if (failed(verifyIndexRegion(*this, getBody(), getExtents().size(), getIndices()))) return failure();
+  auto yield = cast<YieldOp>(getBody().front().getTerminator());
+  if (yield.getValues().size() != 1 || yield.getValues()[0].getType() != getType())
+    return yield.emitOpError("must yield one value of the reduction's type ") << getType();
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "attnc/Dialect/AttnOps.cpp.inc"

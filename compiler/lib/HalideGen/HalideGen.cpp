@@ -1,0 +1,495 @@
+// HalideGen: walks an attn.kernel and builds one Halide Func per definition (plus named parts).
+#include "attnc/HalideGen.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <sstream>
+#include <stdexcept>
+
+using namespace mlir;
+namespace H = Halide;
+
+namespace attnc {
+
+const char* funcRoleName(FuncRole r) {
+  switch (r) {
+  case FuncRole::Define: return "define";
+  case FuncRole::Reduction: return "reduction";
+  case FuncRole::SoftmaxScore: return "softmax-score";
+  case FuncRole::SoftmaxMax: return "softmax-max";
+  case FuncRole::SoftmaxExp: return "softmax-exp";
+  case FuncRole::SoftmaxSum: return "softmax-sum";
+  case FuncRole::Softmax: return "softmax";
+  }
+  return "?";
+}
+
+LoweredFunc* LoweredKernel::find(const std::string& n) {
+  for (auto& f : funcs)
+    if (f.name == n) return &f;
+  return nullptr;
+}
+const LoweredFunc* LoweredKernel::find(const std::string& n) const {
+  return const_cast<LoweredKernel*>(this)->find(n);
+}
+
+std::vector<H::Func> LoweredKernel::outputs() const {
+  std::vector<H::Func> out;
+  for (const auto& n : outputNames) out.push_back(find(n)->func);
+  return out;
+}
+
+std::vector<H::Argument> LoweredKernel::arguments() const {
+  std::vector<H::Argument> args;
+  for (const auto& p : inputs) args.push_back(p.param);
+  return args;
+}
+
+namespace {
+
+using Env = llvm::DenseMap<Value, H::Expr>;
+
+[[noreturn]] void unsupported(Operation* op, const std::string& what) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << op->getLoc() << ": HalideGen: " << what << ": " << op->getName();
+  throw std::runtime_error(os.str());
+}
+
+template <typename T> std::vector<T> reversed(std::vector<T> v) { return {v.rbegin(), v.rend()}; }
+
+std::vector<H::Expr> toExprs(const std::vector<H::Var>& vars) { return {vars.begin(), vars.end()}; }
+
+class Lowerer {
+public:
+  LoweredKernel run(attn::KernelOp kernel) {
+    out_.name = kernel.getSymName().str();
+    Block& entry = kernel.getBody().front();
+    for (unsigned i = 0; i < entry.getNumArguments(); ++i) {
+      auto tt = cast<RankedTensorType>(entry.getArgument(i).getType());
+      bool isFloat = tt.getElementType().isF32();
+      KernelParam p;
+      p.name = kernel.getInputName(i).str();
+      p.param = H::ImageParam(isFloat ? H::Float(32) : H::Int(32), (int)tt.getRank(), p.name);
+      for (StringRef d : kernel.getInputDims(i)) p.dims.push_back(d.str());
+      p.isFloat = isFloat;
+      inputIndex_[entry.getArgument(i)] = (int)out_.inputs.size();
+      out_.inputs.push_back(p);
+    }
+    for (Operation& op : entry) {
+      if (auto def = dyn_cast<attn::DefineOp>(op)) lowerDefine(def);
+      else if (auto sm = dyn_cast<attn::SoftmaxOp>(op)) lowerSoftmax(sm);
+      else if (auto ret = dyn_cast<attn::ReturnOp>(op)) {
+        for (auto [i, v] : llvm::enumerate(ret.getValues())) {
+          auto it = funcNames_.find(v);
+          if (it == funcNames_.end()) unsupported(&op, "a kernel output must be a definition");
+          LoweredFunc* f = out_.find(it->second);
+          if (f->isOutput) unsupported(&op, "the same definition is returned twice");
+          f->isOutput = true;
+          out_.outputNames.push_back(f->name);
+          std::vector<std::string> dims;
+          for (StringRef d : kernel.getOutputDims(i)) dims.push_back(d.str());
+          out_.outputDims.push_back(dims);
+          out_.outputIsFloat.push_back(cast<RankedTensorType>(v.getType()).getElementType().isF32());
+        }
+      }
+    }
+    return std::move(out_);
+  }
+
+private:
+  LoweredKernel out_;
+  llvm::DenseMap<Value, int> inputIndex_;
+  llvm::DenseMap<Value, std::string> funcNames_;
+  std::map<std::string, int> partCounter_;
+  std::vector<std::string>* reads_ = nullptr;
+
+  LoweredFunc& addFunc(LoweredFunc f) {
+    out_.funcs.push_back(std::move(f));
+    return out_.funcs.back();
+  }
+
+  std::vector<H::Var> makeVars(ArrayAttr names) {
+    std::vector<H::Var> vars;
+    for (Attribute a : names) vars.emplace_back(cast<StringAttr>(a).getValue().str());
+    return vars;
+  }
+  static std::vector<std::string> strings(ArrayAttr names) {
+    std::vector<std::string> s;
+    for (Attribute a : names) s.push_back(cast<StringAttr>(a).getValue().str());
+    return s;
+  }
+
+  H::RDom makeRDom(ValueRange extents, ArrayAttr names, Env& env, const std::string& owner) {
+    std::vector<H::Internal::ReductionVariable> rvs;
+    for (auto [ext, name] : llvm::zip(extents, names))
+      rvs.push_back({owner + "$" + cast<StringAttr>(name).getValue().str(), H::Expr(0), H::cast<int32_t>(eval(ext, env))});
+    return H::RDom(H::Internal::ReductionDomain(rvs));
+  }
+
+  static H::Expr castTo(Type t, H::Expr e) {
+    if (t.isF32()) return H::cast<float>(e);
+    if (t.isInteger(1)) return e;
+    if (t.isInteger(64)) return H::cast<int64_t>(e);
+    return H::cast<int32_t>(e); // index and i32
+  }
+
+  // --- definitions ---------------------------------------------------------------------------
+  void lowerDefine(attn::DefineOp op) {
+    std::string name = op.getName().str();
+    LoweredFunc lf;
+    lf.name = lf.definition = name;
+    lf.varNames = strings(op.getIndices());
+    lf.vars = makeVars(op.getIndices());
+    lf.func = H::Func(name);
+    Type elem = op.getResult().getType().getElementType();
+    Block& body = op.getBody().front();
+    Env env;
+    for (auto [arg, var] : llvm::zip(body.getArguments(), lf.vars)) env[arg] = var;
+    Value y = cast<attn::YieldOp>(body.getTerminator()).getValues()[0];
+    std::vector<H::Expr> args = reversed(toExprs(lf.vars));
+    reads_ = &lf.reads;
+    auto red = y.getDefiningOp<attn::ReduceOp>();
+    if (red && red->getBlock() == &body && red.getType() == elem) {
+      // The whole body is one reduction: the definition itself is the reduction Func, so
+      // schedules see `o` with its reduction index rather than a hidden helper.
+      H::RDom r = makeRDom(red.getExtents(), red.getIndices(), env, name);
+      Env inner = env;
+      for (unsigned i = 0; i < red.getBody().getNumArguments(); ++i) inner[red.getBody().getArgument(i)] = r[i];
+      H::Expr v = castTo(elem, eval(cast<attn::YieldOp>(red.getBody().front().getTerminator()).getValues()[0], inner));
+      lf.func(args) = initValue(red.getKind(), v.type());
+      lf.func(args) = combine(red.getKind(), lf.func(args), v);
+      lf.role = FuncRole::Reduction;
+      lf.reduceKind = red.getKind().str();
+      lf.rvarNames = strings(red.getIndices());
+      for (int i = 0; i < r.dimensions(); ++i) lf.rvars.push_back(r[i]);
+    } else {
+      lf.func(args) = castTo(elem, eval(y, env));
+      lf.role = FuncRole::Define;
+    }
+    reads_ = nullptr;
+    funcNames_[op.getResult()] = name;
+    addFunc(std::move(lf));
+  }
+
+  void lowerSoftmax(attn::SoftmaxOp op) {
+    std::string name = op.getName().str();
+    std::vector<std::string> varNames = strings(op.getIndices());
+    std::vector<H::Var> vars = makeVars(op.getIndices());
+    std::vector<int> axes(op.getAxes().begin(), op.getAxes().end());
+    Block& body = op.getBody().front();
+    Env env;
+    for (auto [arg, var] : llvm::zip(body.getArguments(), vars)) env[arg] = var;
+    auto yield = cast<attn::YieldOp>(body.getTerminator());
+    bool masked = yield.getValues().size() == 2;
+
+    auto part = [&](const std::string& suffix, FuncRole role) {
+      LoweredFunc lf;
+      lf.name = suffix.empty() ? name : name + "__" + suffix;
+      lf.definition = name;
+      lf.role = role;
+      lf.func = H::Func(lf.name);
+      lf.softmaxAxes = axes;
+      return lf;
+    };
+    // Rows: the indices that are not softmax axes.
+    std::vector<H::Var> rowVars;
+    std::vector<std::string> rowNames;
+    for (size_t i = 0; i < vars.size(); ++i)
+      if (std::find(axes.begin(), axes.end(), (int)i) == axes.end()) rowVars.push_back(vars[i]), rowNames.push_back(varNames[i]);
+    std::vector<H::Expr> all = reversed(toExprs(vars)), rows = reversed(toExprs(rowVars));
+
+    LoweredFunc score = part("score", FuncRole::SoftmaxScore);
+    score.varNames = varNames;
+    score.vars = vars;
+    reads_ = &score.reads;
+    H::Expr s = H::cast<float>(eval(yield.getValues()[0], env));
+    if (masked) s = H::select(eval(yield.getValues()[1], env), s, H::Float(32).min());
+    reads_ = nullptr;
+    score.func(all) = s;
+
+    // Reduction domain over the axes; the score is read at rows + reduction coordinates.
+    SmallVector<Value> axisExtents;
+    SmallVector<Attribute> axisNames;
+    for (int a : axes) axisExtents.push_back(op.getExtents()[a]), axisNames.push_back(op.getIndices()[a]);
+    auto atAxes = [&](H::RDom r) {
+      std::vector<H::Expr> c = toExprs(vars);
+      for (size_t k = 0; k < axes.size(); ++k) c[axes[k]] = r[(int)k];
+      return reversed(c);
+    };
+    auto reductionPart = [&](const std::string& suffix, FuncRole role, const char* kind) {
+      LoweredFunc lf = part(suffix, role);
+      lf.varNames = rowNames;
+      lf.vars = rowVars;
+      lf.reduceKind = kind;
+      return lf;
+    };
+
+    LoweredFunc mx = reductionPart("max", FuncRole::SoftmaxMax, "max");
+    H::RDom rm = makeRDom(axisExtents, ArrayAttr::get(op.getContext(), axisNames), env, mx.name);
+    mx.func(rows) = H::Float(32).min();
+    mx.func(rows) = H::max(mx.func(rows), score.func(atAxes(rm)));
+    for (int i = 0; i < rm.dimensions(); ++i) mx.rvars.push_back(rm[i]);
+    for (int a : axes) mx.rvarNames.push_back(varNames[a]);
+    mx.reads = {score.name};
+
+    LoweredFunc ex = part("exp", FuncRole::SoftmaxExp);
+    ex.varNames = varNames;
+    ex.vars = vars;
+    H::Expr e = H::exp(score.func(all) - mx.func(rows));
+    // A masked score is -inf; a row with every key masked has max -inf too, so guard both.
+    if (masked) e = H::select(score.func(all) == H::Float(32).min(), 0.0f, e);
+    ex.func(all) = e;
+    ex.reads = {score.name, mx.name};
+
+    LoweredFunc sm = reductionPart("sum", FuncRole::SoftmaxSum, "sum");
+    H::RDom rs = makeRDom(axisExtents, ArrayAttr::get(op.getContext(), axisNames), env, sm.name);
+    sm.func(rows) = 0.0f;
+    sm.func(rows) += ex.func(atAxes(rs));
+    for (int i = 0; i < rs.dimensions(); ++i) sm.rvars.push_back(rs[i]);
+    sm.rvarNames = mx.rvarNames;
+    sm.reads = {ex.name};
+
+    LoweredFunc p = part("", FuncRole::Softmax);
+    p.varNames = varNames;
+    p.vars = vars;
+    H::Expr prob = ex.func(all) / sm.func(rows);
+    if (masked) prob = H::select(sm.func(rows) > 0.0f, prob, 0.0f); // fully masked row: zeros
+    p.func(all) = prob;
+    p.reads = {ex.name, sm.name};
+
+    funcNames_[op.getResult()] = name;
+    for (LoweredFunc* f : {&score, &mx, &ex, &sm, &p}) addFunc(std::move(*f));
+  }
+
+  static H::Expr initValue(StringRef kind, H::Type t) {
+    if (kind == "sum") return H::Internal::make_zero(t);
+    if (kind == "max") return t.min();
+    return t.max();
+  }
+  static H::Expr combine(StringRef kind, H::Expr acc, H::Expr v) {
+    if (kind == "sum") return acc + v;
+    if (kind == "max") return H::max(acc, v);
+    return H::min(acc, v);
+  }
+
+  // Block arguments of enclosing index regions that `op`'s region depends on, outermost first.
+  void collectCaptured(Operation* root, llvm::SetVector<BlockArgument>& captured) {
+    llvm::DenseSet<Value> visited;
+    std::function<void(Value)> dep = [&](Value v) {
+      if (!visited.insert(v).second) return;
+      if (auto ba = dyn_cast<BlockArgument>(v)) {
+        Operation* owner = ba.getOwner()->getParentOp();
+        if (!root->isAncestor(owner) && !isa<attn::KernelOp>(owner)) captured.insert(ba);
+        return;
+      }
+      Operation* def = v.getDefiningOp();
+      if (root->isAncestor(def)) return;
+      for (Value o : def->getOperands()) dep(o);
+      def->walk([&](Operation* inner) {
+        for (Value o : inner->getOperands()) dep(o);
+      });
+    };
+    root->walk([&](Operation* inner) {
+      for (Value o : inner->getOperands()) dep(o);
+    });
+  }
+
+  static std::string indexName(BlockArgument ba) {
+    Operation* owner = ba.getOwner()->getParentOp();
+    ArrayAttr names = owner->getAttrOfType<ArrayAttr>("indices");
+    if (names && ba.getArgNumber() < names.size()) return cast<StringAttr>(names[ba.getArgNumber()]).getValue().str();
+    return "v" + std::to_string(ba.getArgNumber());
+  }
+
+  static std::string definitionOf(Operation* op) {
+    while (op && !isa<attn::DefineOp, attn::SoftmaxOp>(op)) op = op->getParentOp();
+    if (auto d = dyn_cast_or_null<attn::DefineOp>(op)) return d.getName().str();
+    if (auto s = dyn_cast_or_null<attn::SoftmaxOp>(op)) return s.getName().str();
+    return "kernel";
+  }
+
+  // A reduction nested in a larger expression becomes its own Func `<def>__<kind><n>` over the
+  // enclosing indices it uses; the expression calls it.
+  H::Expr lowerNestedReduce(attn::ReduceOp op, Env& env) {
+    llvm::SetVector<BlockArgument> captured;
+    collectCaptured(op, captured);
+    std::string def = definitionOf(op);
+    std::string name = def + "__" + op.getKind().str() + std::to_string(partCounter_[def]++);
+    LoweredFunc lf;
+    lf.name = name;
+    lf.definition = def;
+    lf.role = FuncRole::Reduction;
+    lf.reduceKind = op.getKind().str();
+    lf.func = H::Func(name);
+    Env inner;
+    std::vector<H::Expr> callArgs;
+    for (BlockArgument ba : captured) {
+      lf.varNames.push_back(indexName(ba));
+      lf.vars.emplace_back(lf.varNames.back());
+      inner[ba] = lf.vars.back();
+      callArgs.push_back(env.lookup(ba));
+      if (!callArgs.back().defined()) unsupported(op, "reduction uses an index that is not in scope");
+    }
+    H::RDom r = makeRDom(op.getExtents(), op.getIndices(), env, name);
+    for (unsigned i = 0; i < op.getBody().getNumArguments(); ++i) inner[op.getBody().getArgument(i)] = r[i];
+    std::vector<std::string>* savedReads = reads_;
+    reads_ = &lf.reads;
+    H::Expr v = castTo(op.getType(), eval(cast<attn::YieldOp>(op.getBody().front().getTerminator()).getValues()[0], inner));
+    reads_ = savedReads;
+    std::vector<H::Expr> args = reversed(toExprs(lf.vars));
+    lf.func(args) = initValue(op.getKind(), v.type());
+    lf.func(args) = combine(op.getKind(), lf.func(args), v);
+    lf.rvarNames = strings(op.getIndices());
+    for (int i = 0; i < r.dimensions(); ++i) lf.rvars.push_back(r[i]);
+    H::Func f = lf.func;
+    addFunc(std::move(lf));
+    if (reads_) reads_->push_back(name);
+    return f(reversed(callArgs));
+  }
+
+  // --- scalar expressions --------------------------------------------------------------------
+  H::Expr eval(Value v, Env& env) {
+    auto it = env.find(v);
+    if (it != env.end()) return it->second;
+    Operation* op = v.getDefiningOp();
+    if (!op) throw std::runtime_error("HalideGen: index used outside its region");
+    H::Expr e = evalOp(op, env);
+    env[v] = e;
+    return e;
+  }
+
+  H::Expr evalOp(Operation* op, Env& env) {
+    auto a = [&](unsigned i) { return eval(op->getOperand(i), env); };
+    return llvm::TypeSwitch<Operation*, H::Expr>(op)
+        .Case<attn::DimOp>([&](attn::DimOp d) -> H::Expr {
+          const KernelParam& p = out_.inputs[inputIndex_.lookup(d.getTensor())];
+          return p.param.dim(p.param.dimensions() - 1 - (int)d.getIndex()).extent();
+        })
+        .Case<attn::ReadOp>([&](attn::ReadOp r) -> H::Expr {
+          std::vector<H::Expr> idx;
+          for (Value i : r.getIndices()) idx.push_back(H::cast<int32_t>(eval(i, env)));
+          idx = reversed(idx);
+          Value t = r.getTensor();
+          if (inputIndex_.count(t)) {
+            const KernelParam& p = out_.inputs[inputIndex_.lookup(t)];
+            if (reads_) reads_->push_back(p.name);
+            return p.param(idx);
+          }
+          auto fn = funcNames_.find(t);
+          if (fn == funcNames_.end()) unsupported(op, "read of a tensor that is not an input or a definition");
+          if (reads_) reads_->push_back(fn->second);
+          return out_.find(fn->second)->func(idx);
+        })
+        .Case<attn::ReduceOp>([&](attn::ReduceOp r) { return lowerNestedReduce(r, env); })
+        .Case<arith::ConstantOp>([&](arith::ConstantOp c) -> H::Expr {
+          Attribute val = c.getValue();
+          if (auto f = dyn_cast<FloatAttr>(val)) return H::Expr((float)f.getValueAsDouble());
+          if (auto i = dyn_cast<IntegerAttr>(val)) {
+            if (c.getType().isInteger(1)) return H::cast<bool>(H::Expr((int)i.getValue().getZExtValue()));
+            return H::Expr((int32_t)i.getValue().getSExtValue());
+          }
+          unsupported(op, "constant kind");
+        })
+        .Case<arith::AddFOp, arith::AddIOp>([&](auto) { return a(0) + a(1); })
+        .Case<arith::SubFOp, arith::SubIOp>([&](auto) { return a(0) - a(1); })
+        .Case<arith::MulFOp, arith::MulIOp>([&](auto) { return a(0) * a(1); })
+        .Case<arith::DivFOp>([&](auto) { return a(0) / a(1); })
+        .Case<arith::FloorDivSIOp>([&](auto) {
+          // Halide's integer division is Euclidean; it equals floor division for positive divisors.
+          H::Expr x = a(0), y = a(1);
+          return H::select(y > 0, x / y, (0 - x) / (0 - y));
+        })
+        .Case<arith::NegFOp>([&](auto) { return -a(0); })
+        .Case<arith::MaximumFOp, arith::MaxSIOp>([&](auto) { return H::max(a(0), a(1)); })
+        .Case<arith::MinimumFOp, arith::MinSIOp>([&](auto) { return H::min(a(0), a(1)); })
+        .Case<arith::AndIOp>([&](auto) { return a(0) && a(1); })
+        .Case<arith::OrIOp>([&](auto) { return a(0) || a(1); })
+        .Case<arith::XOrIOp>([&](auto) { return a(0) != a(1); })
+        .Case<arith::SelectOp>([&](auto) { return H::select(a(0), a(1), a(2)); })
+        .Case<arith::IndexCastOp, arith::SIToFPOp>([&](auto) { return castTo(op->getResult(0).getType(), a(0)); })
+        .Case<arith::CmpIOp>([&](arith::CmpIOp c) -> H::Expr {
+          H::Expr x = a(0), y = a(1);
+          switch (c.getPredicate()) {
+          case arith::CmpIPredicate::eq: return x == y;
+          case arith::CmpIPredicate::ne: return x != y;
+          case arith::CmpIPredicate::slt: return x < y;
+          case arith::CmpIPredicate::sle: return x <= y;
+          case arith::CmpIPredicate::sgt: return x > y;
+          case arith::CmpIPredicate::sge: return x >= y;
+          default: unsupported(op, "unsigned integer comparison");
+          }
+        })
+        .Case<arith::CmpFOp>([&](arith::CmpFOp c) -> H::Expr {
+          H::Expr x = a(0), y = a(1);
+          switch (c.getPredicate()) {
+          case arith::CmpFPredicate::OEQ: return x == y;
+          case arith::CmpFPredicate::UNE: return x != y;
+          case arith::CmpFPredicate::OLT: return x < y;
+          case arith::CmpFPredicate::OLE: return x <= y;
+          case arith::CmpFPredicate::OGT: return x > y;
+          case arith::CmpFPredicate::OGE: return x >= y;
+          default: unsupported(op, "float comparison predicate");
+          }
+        })
+        .Case<math::ExpOp>([&](auto) { return H::exp(a(0)); })
+        .Case<math::LogOp>([&](auto) { return H::log(a(0)); })
+        .Case<math::SqrtOp>([&](auto) { return H::sqrt(a(0)); })
+        .Case<math::RsqrtOp>([&](auto) { return 1.0f / H::sqrt(a(0)); })
+        .Case<math::SinOp>([&](auto) { return H::sin(a(0)); })
+        .Case<math::CosOp>([&](auto) { return H::cos(a(0)); })
+        .Case<math::TanhOp>([&](auto) { return H::tanh(a(0)); })
+        .Case<math::ErfOp>([&](auto) { return H::erf(a(0)); })
+        .Case<math::AbsFOp, math::AbsIOp>([&](auto) { return H::abs(a(0)); })
+        .Case<math::FloorOp>([&](auto) { return H::floor(a(0)); })
+        .Case<math::PowFOp>([&](auto) { return H::pow(a(0), a(1)); })
+        .Default([&](Operation*) -> H::Expr { unsupported(op, "no Halide lowering for"); });
+  }
+};
+
+} // namespace
+
+LoweredKernel lowerToHalide(attn::KernelOp kernel) { return Lowerer().run(kernel); }
+
+std::string printAlgorithm(const LoweredKernel& k) {
+  std::ostringstream os;
+  os << "pipeline " << k.name << "\n";
+  for (const auto& p : k.inputs) {
+    os << "  input " << p.name << ": " << (p.isFloat ? "f32" : "i32") << "[";
+    for (size_t i = 0; i < p.dims.size(); ++i) os << (i ? ", " : "") << p.dims[i];
+    os << "]\n";
+  }
+  for (const auto& f : k.funcs) {
+    H::Func fn = f.func;
+    os << "func " << f.name << " [" << funcRoleName(f.role);
+    if (!f.reduceKind.empty()) os << " " << f.reduceKind;
+    if (f.isOutput) os << ", output";
+    os << "]\n";
+    std::vector<H::Var> args = fn.args();
+    auto lhs = [&](const std::vector<H::Expr>& a) {
+      std::ostringstream s;
+      s << f.name << "(";
+      for (size_t i = 0; i < a.size(); ++i) s << (i ? ", " : "") << a[i];
+      s << ")";
+      return s.str();
+    };
+    os << "  " << lhs(std::vector<H::Expr>(args.begin(), args.end())) << " = " << fn.value() << "\n";
+    for (int u = 0; u < fn.num_update_definitions(); ++u) {
+      os << "  " << lhs(fn.update_args(u)) << " = " << fn.update_value(u);
+      std::vector<H::RVar> rvs = fn.rvars(u);
+      if (!rvs.empty()) {
+        os << "  where ";
+        for (size_t i = 0; i < rvs.size(); ++i)
+          os << (i ? ", " : "") << rvs[i].name() << " in [" << rvs[i].min() << ", " << rvs[i].min() << " + " << rvs[i].extent() << ")";
+      }
+      os << "\n";
+    }
+  }
+  return os.str();
+}
+
+} // namespace attnc

@@ -1,0 +1,311 @@
+// MLIRGen: one attn.kernel per DSL kernel, one attn.define/attn.softmax per definition.
+#include "attnc/MLIRGen.h"
+
+#include "attnc/Dialect/AttnOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/ScopedHashTable.h"
+
+#include <map>
+
+using namespace mlir;
+using namespace attnc::dsl;
+
+namespace attnc {
+
+void registerAttncDialects(MLIRContext& ctx) {
+  ctx.getOrLoadDialect<attn::AttnDialect>();
+  ctx.getOrLoadDialect<arith::ArithDialect>();
+  ctx.getOrLoadDialect<math::MathDialect>();
+}
+
+namespace {
+
+class Gen {
+public:
+  Gen(MLIRContext& ctx, StringRef file) : b_(&ctx), file_(b_.getStringAttr(file)) {}
+
+  OwningOpRef<ModuleOp> run(const dsl::Module& m) {
+    OwningOpRef<ModuleOp> mod = ModuleOp::create(b_.getUnknownLoc());
+    b_.setInsertionPointToEnd(mod->getBody());
+    for (const auto& k : m.kernels) genKernel(*k);
+    if (failed(verify(*mod))) return nullptr;
+    return mod;
+  }
+
+private:
+  OpBuilder b_;
+  StringAttr file_;
+  std::map<std::string, Value> sizes_, tensors_;
+  std::map<const IndexDecl*, Value> indices_;
+
+  Location loc(Loc l) { return FileLineColLoc::get(file_, l.line, l.col); }
+
+  Type elemType(ElemType t) { return t == ElemType::F32 ? (Type)b_.getF32Type() : (Type)b_.getI32Type(); }
+
+  RankedTensorType tensorType(const TensorDecl& t) {
+    SmallVector<int64_t> shape;
+    if (!t.dims.empty())
+      for (const DimSpec& d : t.dims) shape.push_back(d.symbol.empty() ? d.value : ShapedType::kDynamic);
+    else
+      for (const auto& e : t.extents)
+        shape.push_back(e->kind == ExprKind::Number ? (int64_t)e->number : ShapedType::kDynamic);
+    return RankedTensorType::get(shape, elemType(t.elemType));
+  }
+
+  DictionaryAttr paramAttrs(const TensorDecl& t) {
+    SmallVector<Attribute> dims;
+    for (const DimSpec& d : t.dims) dims.push_back(b_.getStringAttr(d.str()));
+    return b_.getDictionaryAttr({b_.getNamedAttr("attn.name", b_.getStringAttr(t.name)),
+                                 b_.getNamedAttr("attn.dims", b_.getArrayAttr(dims))});
+  }
+
+  void genKernel(const Kernel& k) {
+    sizes_.clear();
+    tensors_.clear();
+    indices_.clear();
+    SmallVector<Type> ins, outs;
+    for (const auto& t : k.inputs) ins.push_back(tensorType(*t));
+    for (const auto& t : k.outputs) outs.push_back(tensorType(*t));
+    auto kernel = b_.create<attn::KernelOp>(loc(k.loc), k.name, b_.getFunctionType(ins, outs));
+    SmallVector<Attribute> argAttrs, resAttrs;
+    for (const auto& t : k.inputs) argAttrs.push_back(paramAttrs(*t));
+    for (const auto& t : k.outputs) resAttrs.push_back(paramAttrs(*t));
+    kernel.setArgAttrsAttr(b_.getArrayAttr(argAttrs));
+    kernel.setResAttrsAttr(b_.getArrayAttr(resAttrs));
+
+    OpBuilder::InsertionGuard guard(b_);
+    SmallVector<Location> locs;
+    for (const auto& t : k.inputs) locs.push_back(loc(t->loc));
+    Block* entry = b_.createBlock(&kernel.getBody(), {}, ins, locs);
+    for (size_t i = 0; i < k.inputs.size(); ++i) tensors_[k.inputs[i]->name] = entry->getArgument(i);
+    for (const auto& s : k.sizes) {
+      const DimSpec& d = s.tensor->dims[s.dim];
+      sizes_[s.name] = b_.create<attn::DimOp>(loc(d.loc), b_.getIndexType(), tensors_[s.tensor->name],
+                                              b_.getI64IntegerAttr(s.dim), b_.getStringAttr(s.name));
+    }
+    for (const auto& def : k.defs) genDefinition(*def);
+    SmallVector<Value> results;
+    for (const auto& t : k.outputs) results.push_back(tensors_[t->name]);
+    b_.create<attn::ReturnOp>(loc(k.loc), results);
+  }
+
+  ArrayAttr indexNames(const std::vector<IndexDecl>& idx) {
+    SmallVector<Attribute> names;
+    for (const auto& d : idx) names.push_back(b_.getStringAttr(d.name));
+    return b_.getArrayAttr(names);
+  }
+
+  // Extents are evaluated outside the region (they depend only on sizes and constants).
+  SmallVector<Value> extents(const std::vector<IndexDecl>& idx) {
+    SmallVector<Value> out;
+    for (const auto& d : idx) {
+      Value hi = toIndex(gen(*d.range->hi));
+      if (isZeroLiteral(*d.range->lo)) {
+        out.push_back(hi);
+      } else {
+        Value lo = toIndex(gen(*d.range->lo));
+        out.push_back(b_.create<arith::SubIOp>(loc(d.loc), hi, lo));
+      }
+    }
+    return out;
+  }
+
+  static bool isZeroLiteral(const Expr& e) { return e.kind == ExprKind::Number && e.number == 0; }
+
+  // Creates the region's block; maps each index to its argument (shifted by a non-zero lower bound).
+  Block* indexBlock(Region& r, const std::vector<IndexDecl>& idx) {
+    SmallVector<Type> types(idx.size(), b_.getIndexType());
+    SmallVector<Location> locs;
+    for (const auto& d : idx) locs.push_back(loc(d.loc));
+    Block* block = b_.createBlock(&r, {}, types, locs);
+    for (size_t i = 0; i < idx.size(); ++i) {
+      Value v = block->getArgument(i);
+      if (!isZeroLiteral(*idx[i].range->lo)) v = b_.create<arith::AddIOp>(loc(idx[i].loc), v, toIndex(gen(*idx[i].range->lo)));
+      indices_[&idx[i]] = v;
+    }
+    return block;
+  }
+
+  void genDefinition(const Definition& def) {
+    const TensorDecl& t = *def.tensor;
+    RankedTensorType type = tensorType(t);
+    SmallVector<Value> ext = extents(def.indices);
+    Location l = loc(def.loc);
+    OpBuilder::InsertionGuard guard(b_);
+    Value result;
+    if (def.rhs->kind == ExprKind::Softmax) {
+      const Expr& sm = *def.rhs;
+      SmallVector<int64_t> axes;
+      for (const auto& ax : sm.softmaxAxes)
+        for (size_t i = 0; i < def.indices.size(); ++i)
+          if (def.indices[i].name == ax) axes.push_back((int64_t)i);
+      auto op = b_.create<attn::SoftmaxOp>(l, type, def.name, ext, indexNames(def.indices), axes);
+      result = op;
+      OpBuilder::InsertionGuard inner(b_);
+      indexBlock(op.getBody(), def.indices);
+      SmallVector<Value> yields{toFloat(gen(*sm.body))};
+      if (sm.where) yields.push_back(gen(*sm.where));
+      b_.create<attn::YieldOp>(loc(sm.loc), yields);
+    } else {
+      auto op = b_.create<attn::DefineOp>(l, type, def.name, ext, indexNames(def.indices));
+      result = op;
+      OpBuilder::InsertionGuard inner(b_);
+      indexBlock(op.getBody(), def.indices);
+      Value v = gen(*def.rhs);
+      v = t.elemType == ElemType::F32 ? toFloat(v) : toI32(v);
+      b_.create<attn::YieldOp>(loc(def.rhs->loc), ValueRange{v});
+    }
+    tensors_[def.name] = result;
+  }
+
+  // --- scalar conversions: Int is `index`, Float is f32, Bool is i1 --------------------------
+  Value toFloat(Value v) {
+    Type t = v.getType();
+    if (t.isF32()) return v;
+    Location l = v.getLoc();
+    if (t.isIndex()) v = b_.create<arith::IndexCastOp>(l, b_.getI64Type(), v);
+    return b_.create<arith::SIToFPOp>(l, b_.getF32Type(), v);
+  }
+  Value toIndex(Value v) {
+    if (v.getType().isIndex()) return v;
+    return b_.create<arith::IndexCastOp>(v.getLoc(), b_.getIndexType(), v);
+  }
+  Value toI32(Value v) {
+    if (v.getType().isInteger(32)) return v;
+    return b_.create<arith::IndexCastOp>(v.getLoc(), b_.getI32Type(), v);
+  }
+  Value toType(Value v, ScalarType t) { return t == ScalarType::Float ? toFloat(v) : v; }
+
+  Value gen(const Expr& e) {
+    Location l = loc(e.loc);
+    switch (e.kind) {
+    case ExprKind::Number:
+      if (e.isIntLiteral) return b_.create<arith::ConstantIndexOp>(l, (int64_t)e.number);
+      return b_.create<arith::ConstantOp>(l, b_.getF32FloatAttr((float)e.number));
+    case ExprKind::Ident:
+      switch (e.identKind) {
+      case IdentKind::Index: return indices_.at(e.index);
+      case IdentKind::Size: return sizes_.at(e.name);
+      case IdentKind::Const:
+        if (e.type == ScalarType::Int) return b_.create<arith::ConstantIndexOp>(l, (int64_t)e.constValue);
+        return b_.create<arith::ConstantOp>(l, b_.getF32FloatAttr((float)e.constValue));
+      case IdentKind::Unresolved: break;
+      }
+      llvm_unreachable("unresolved identifier after Sema");
+    case ExprKind::Read: {
+      SmallVector<Value> idx;
+      for (const auto& a : e.args) idx.push_back(toIndex(gen(*a)));
+      Value t = tensors_.at(e.name);
+      Value v = b_.create<attn::ReadOp>(l, cast<RankedTensorType>(t.getType()).getElementType(), t, idx,
+                                        b_.getStringAttr("none"));
+      return v.getType().isInteger(32) ? toIndex(v) : v;
+    }
+    case ExprKind::Call: return genCall(e);
+    case ExprKind::Unary: {
+      Value x = gen(*e.args[0]);
+      if (e.name == "!") return b_.create<arith::XOrIOp>(l, x, b_.create<arith::ConstantIntOp>(l, 1, 1));
+      if (x.getType().isF32()) return b_.create<arith::NegFOp>(l, x);
+      return b_.create<arith::SubIOp>(l, b_.create<arith::ConstantIndexOp>(l, 0), x);
+    }
+    case ExprKind::Binary: return genBinary(e);
+    case ExprKind::Reduce: return genReduce(e);
+    case ExprKind::Softmax: break;
+    }
+    llvm_unreachable("softmax below the top of a definition is rejected by Sema");
+  }
+
+  Value genBinary(const Expr& e) {
+    Location l = loc(e.loc);
+    const std::string& op = e.name;
+    Value a = gen(*e.args[0]), c = gen(*e.args[1]);
+    if (op == "&&") return b_.create<arith::AndIOp>(l, a, c);
+    if (op == "||") return b_.create<arith::OrIOp>(l, a, c);
+    bool isFloat = a.getType().isF32() || c.getType().isF32();
+    if (isFloat) a = toFloat(a), c = toFloat(c);
+    if (op == "<" || op == "<=" || op == ">" || op == ">=" || op == "==" || op == "!=") {
+      if (isFloat) {
+        auto p = op == "<" ? arith::CmpFPredicate::OLT : op == "<=" ? arith::CmpFPredicate::OLE
+               : op == ">" ? arith::CmpFPredicate::OGT : op == ">=" ? arith::CmpFPredicate::OGE
+               : op == "==" ? arith::CmpFPredicate::OEQ : arith::CmpFPredicate::UNE;
+        return b_.create<arith::CmpFOp>(l, p, a, c);
+      }
+      auto p = op == "<" ? arith::CmpIPredicate::slt : op == "<=" ? arith::CmpIPredicate::sle
+             : op == ">" ? arith::CmpIPredicate::sgt : op == ">=" ? arith::CmpIPredicate::sge
+             : op == "==" ? arith::CmpIPredicate::eq : arith::CmpIPredicate::ne;
+      return b_.create<arith::CmpIOp>(l, p, a, c);
+    }
+    if (isFloat) {
+      if (op == "+") return b_.create<arith::AddFOp>(l, a, c);
+      if (op == "-") return b_.create<arith::SubFOp>(l, a, c);
+      if (op == "*") return b_.create<arith::MulFOp>(l, a, c);
+      if (op == "/") return b_.create<arith::DivFOp>(l, a, c);
+    } else {
+      if (op == "+") return b_.create<arith::AddIOp>(l, a, c);
+      if (op == "-") return b_.create<arith::SubIOp>(l, a, c);
+      if (op == "*") return b_.create<arith::MulIOp>(l, a, c);
+      // Integer division rounds toward negative infinity; `%` takes the divisor's sign.
+      if (op == "/") return b_.create<arith::FloorDivSIOp>(l, a, c);
+      if (op == "%") {
+        Value q = b_.create<arith::FloorDivSIOp>(l, a, c);
+        return b_.create<arith::SubIOp>(l, a, b_.create<arith::MulIOp>(l, q, c));
+      }
+    }
+    llvm_unreachable("operator checked by Sema");
+  }
+
+  Value genCall(const Expr& e) {
+    Location l = loc(e.loc);
+    const std::string& n = e.name;
+    if (n == "select") {
+      Value c = gen(*e.args[0]);
+      Value x = toType(gen(*e.args[1]), e.type), y = toType(gen(*e.args[2]), e.type);
+      return b_.create<arith::SelectOp>(l, c, x, y);
+    }
+    if (n == "min" || n == "max") {
+      Value x = toType(gen(*e.args[0]), e.type), y = toType(gen(*e.args[1]), e.type);
+      if (e.type == ScalarType::Float)
+        return n == "min" ? (Value)b_.create<arith::MinimumFOp>(l, x, y) : (Value)b_.create<arith::MaximumFOp>(l, x, y);
+      return n == "min" ? (Value)b_.create<arith::MinSIOp>(l, x, y) : (Value)b_.create<arith::MaxSIOp>(l, x, y);
+    }
+    if (n == "abs" && e.type == ScalarType::Int) return b_.create<math::AbsIOp>(l, gen(*e.args[0]));
+    Value x = toFloat(gen(*e.args[0]));
+    if (n == "exp") return b_.create<math::ExpOp>(l, x);
+    if (n == "log") return b_.create<math::LogOp>(l, x);
+    if (n == "sqrt") return b_.create<math::SqrtOp>(l, x);
+    if (n == "rsqrt") return b_.create<math::RsqrtOp>(l, x);
+    if (n == "sin") return b_.create<math::SinOp>(l, x);
+    if (n == "cos") return b_.create<math::CosOp>(l, x);
+    if (n == "tanh") return b_.create<math::TanhOp>(l, x);
+    if (n == "erf") return b_.create<math::ErfOp>(l, x);
+    if (n == "abs") return b_.create<math::AbsFOp>(l, x);
+    if (n == "floor") return b_.create<math::FloorOp>(l, x);
+    if (n == "pow") return b_.create<math::PowFOp>(l, x, toFloat(gen(*e.args[1])));
+    llvm_unreachable("builtin checked by Sema");
+  }
+
+  Value genReduce(const Expr& e) {
+    Location l = loc(e.loc);
+    Type resultType = e.type == ScalarType::Float ? (Type)b_.getF32Type() : (Type)b_.getI32Type();
+    SmallVector<Value> ext = extents(e.reduceIndices);
+    auto op = b_.create<attn::ReduceOp>(l, resultType, reduceKindName(e.reduceKind), ext, indexNames(e.reduceIndices));
+    {
+      OpBuilder::InsertionGuard guard(b_);
+      indexBlock(op.getBody(), e.reduceIndices);
+      Value v = gen(*e.body);
+      v = e.type == ScalarType::Float ? toFloat(v) : toI32(v);
+      b_.create<attn::YieldOp>(loc(e.body->loc), ValueRange{v});
+    }
+    return e.type == ScalarType::Float ? (Value)op.getResult() : toIndex(op.getResult());
+  }
+};
+
+} // namespace
+
+OwningOpRef<ModuleOp> mlirGen(MLIRContext& ctx, const dsl::Module& m, StringRef filename) {
+  registerAttncDialects(ctx);
+  return Gen(ctx, filename).run(m);
+}
+
+} // namespace attnc

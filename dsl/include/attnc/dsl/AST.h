@@ -1,0 +1,141 @@
+// AST of the attnc language: kernels of index-notation definitions, reductions and softmax.
+#pragma once
+
+#include "attnc/dsl/Diagnostics.h"
+
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace attnc::dsl {
+
+enum class ElemType { F32, I32 };
+const char* elemTypeName(ElemType t);
+
+// Scalar types of expressions. Index arithmetic is Int; tensor reads of f32 tensors are Float.
+enum class ScalarType { Unknown, Int, Float, Bool };
+const char* scalarTypeName(ScalarType t);
+
+struct Expr;
+using ExprPtr = std::unique_ptr<Expr>;
+
+enum class ExprKind { Number, Ident, Read, Call, Unary, Binary, Reduce, Softmax };
+
+// What an identifier resolved to, filled by Sema.
+enum class IdentKind { Unresolved, Index, Size, Const };
+
+enum class ReduceKind { Sum, Max, Min };
+const char* reduceKindName(ReduceKind k);
+
+// A range `lo..hi` (half-open). Both ends are integer expressions over sizes and constants.
+struct Range {
+  ExprPtr lo, hi;
+  Range clone() const;
+};
+
+// An index variable introduced by a definition's left-hand side or by a reduction/softmax.
+struct IndexDecl {
+  std::string name;
+  Loc loc;
+  std::optional<Range> range; // explicit `i in lo..hi`, or inferred by Sema
+  std::string rangeOrigin;    // where an inferred range came from, for diagnostics ("k dimension 2")
+  Loc rangeOriginLoc;
+  IndexDecl clone() const;
+};
+
+struct TensorDecl;
+
+struct Expr {
+  ExprKind kind;
+  Loc loc;
+  ScalarType type = ScalarType::Unknown; // set by Sema
+
+  // Number
+  double number = 0;
+  bool isIntLiteral = false;
+  // Ident / Read / Call: the name; Unary/Binary: the operator spelling; Reduce: unused.
+  std::string name;
+  IdentKind identKind = IdentKind::Unresolved;
+  const IndexDecl* index = nullptr;   // Ident of kind Index
+  const TensorDecl* tensor = nullptr; // Read
+  double constValue = 0;              // Ident of kind Const
+  // Read / Call / Unary / Binary operands
+  std::vector<ExprPtr> args;
+  // Reduce / Softmax
+  ReduceKind reduceKind = ReduceKind::Sum;
+  std::vector<IndexDecl> reduceIndices; // Reduce: the bound indices
+  std::vector<std::string> softmaxAxes; // Softmax: names of free indices
+  std::vector<Loc> softmaxAxisLocs;
+  ExprPtr where;                        // Softmax: optional mask predicate
+  ExprPtr body;                         // Reduce / Softmax
+
+  Expr(ExprKind k, Loc l) : kind(k), loc(l) {}
+  ExprPtr clone() const;
+};
+
+// One dimension of a declared tensor type: a size symbol or an integer literal.
+struct DimSpec {
+  std::string symbol; // empty for a literal
+  long long value = 0;
+  Loc loc;
+  std::string str() const { return symbol.empty() ? std::to_string(value) : symbol; }
+};
+
+enum class TensorRole { Input, Output, Local };
+
+struct TensorDecl {
+  std::string name;
+  Loc loc;
+  TensorRole role = TensorRole::Input;
+  ElemType elemType = ElemType::F32;
+  std::vector<DimSpec> dims; // declared type (inputs, outputs)
+  // Filled by Sema for every tensor: each dimension's extent as an integer expression.
+  std::vector<ExprPtr> extents;
+  struct Definition* def = nullptr; // the definition that computes it (outputs, locals)
+  size_t rank() const { return dims.empty() ? extents.size() : dims.size(); }
+};
+
+struct Definition {
+  std::string name;
+  Loc loc;
+  std::vector<IndexDecl> indices;
+  ExprPtr rhs;
+  TensorDecl* tensor = nullptr; // the output or local tensor it defines (Sema)
+};
+
+struct ConstDecl {
+  std::string name;
+  Loc loc;
+  ExprPtr value;
+  double folded = 0;
+  bool isInt = true;
+  bool overridden = false; // set by -D
+};
+
+struct Kernel {
+  std::string name;
+  Loc loc;
+  std::vector<std::unique_ptr<TensorDecl>> inputs, outputs;
+  std::vector<ConstDecl> consts;
+  std::vector<std::unique_ptr<Definition>> defs;
+  std::vector<std::unique_ptr<TensorDecl>> locals; // tensors of non-output definitions (Sema)
+  // Size symbols in order of first appearance in the inputs, with where they are bound.
+  struct SizeBinding {
+    std::string name;
+    const TensorDecl* tensor;
+    int dim;
+  };
+  std::vector<SizeBinding> sizes;
+};
+
+struct Module {
+  std::vector<std::unique_ptr<Kernel>> kernels;
+};
+
+// Prints the (annotated, once Sema ran) AST in an indented, FileCheck-friendly form.
+void printModule(std::ostream& os, const Module& m);
+std::string exprToString(const Expr& e);
+
+} // namespace attnc::dsl

@@ -1,0 +1,164 @@
+// AST utilities: deep copies and the `--emit=ast` printer.
+#include "attnc/dsl/AST.h"
+
+#include <sstream>
+
+namespace attnc::dsl {
+
+const char* elemTypeName(ElemType t) { return t == ElemType::F32 ? "f32" : "i32"; }
+
+const char* scalarTypeName(ScalarType t) {
+  switch (t) {
+  case ScalarType::Unknown: return "unknown";
+  case ScalarType::Int: return "int";
+  case ScalarType::Float: return "float";
+  case ScalarType::Bool: return "bool";
+  }
+  return "unknown";
+}
+
+const char* reduceKindName(ReduceKind k) {
+  switch (k) {
+  case ReduceKind::Sum: return "sum";
+  case ReduceKind::Max: return "max";
+  case ReduceKind::Min: return "min";
+  }
+  return "sum";
+}
+
+Range Range::clone() const { return Range{lo ? lo->clone() : nullptr, hi ? hi->clone() : nullptr}; }
+
+IndexDecl IndexDecl::clone() const {
+  IndexDecl d;
+  d.name = name;
+  d.loc = loc;
+  if (range) d.range = range->clone();
+  d.rangeOrigin = rangeOrigin;
+  d.rangeOriginLoc = rangeOriginLoc;
+  return d;
+}
+
+ExprPtr Expr::clone() const {
+  auto e = std::make_unique<Expr>(kind, loc);
+  e->type = type;
+  e->number = number;
+  e->isIntLiteral = isIntLiteral;
+  e->name = name;
+  e->identKind = identKind;
+  e->index = index;
+  e->tensor = tensor;
+  e->constValue = constValue;
+  for (const auto& a : args) e->args.push_back(a->clone());
+  e->reduceKind = reduceKind;
+  for (const auto& d : reduceIndices) e->reduceIndices.push_back(d.clone());
+  e->softmaxAxes = softmaxAxes;
+  e->softmaxAxisLocs = softmaxAxisLocs;
+  if (where) e->where = where->clone();
+  if (body) e->body = body->clone();
+  return e;
+}
+
+static std::string numberToString(double v, bool isInt) {
+  std::ostringstream os;
+  if (isInt) {
+    os << (long long)v;
+  } else {
+    os.precision(9);
+    os << v;
+    std::string s = os.str();
+    if (s.find_first_of(".einn") == std::string::npos) s += ".0";
+    return s;
+  }
+  return os.str();
+}
+
+static void printIndex(std::ostream& os, const IndexDecl& d) {
+  os << d.name;
+  if (d.range) os << " in " << exprToString(*d.range->lo) << ".." << exprToString(*d.range->hi);
+}
+
+static void printExpr(std::ostream& os, const Expr& e) {
+  switch (e.kind) {
+  case ExprKind::Number: os << numberToString(e.number, e.isIntLiteral); break;
+  case ExprKind::Ident: os << e.name; break;
+  case ExprKind::Read:
+  case ExprKind::Call:
+    os << e.name << "(";
+    for (size_t i = 0; i < e.args.size(); ++i) {
+      if (i) os << ", ";
+      printExpr(os, *e.args[i]);
+    }
+    os << ")";
+    break;
+  case ExprKind::Unary:
+    os << e.name;
+    printExpr(os, *e.args[0]);
+    break;
+  case ExprKind::Binary:
+    os << "(";
+    printExpr(os, *e.args[0]);
+    os << " " << e.name << " ";
+    printExpr(os, *e.args[1]);
+    os << ")";
+    break;
+  case ExprKind::Reduce:
+    os << "(" << reduceKindName(e.reduceKind) << "(";
+    for (size_t i = 0; i < e.reduceIndices.size(); ++i) {
+      if (i) os << ", ";
+      printIndex(os, e.reduceIndices[i]);
+    }
+    os << ") ";
+    printExpr(os, *e.body);
+    os << ")";
+    break;
+  case ExprKind::Softmax:
+    os << "softmax(";
+    for (size_t i = 0; i < e.softmaxAxes.size(); ++i) os << (i ? ", " : "") << e.softmaxAxes[i];
+    if (e.where) {
+      os << " where ";
+      printExpr(os, *e.where);
+    }
+    os << ") ";
+    printExpr(os, *e.body);
+    break;
+  }
+}
+
+std::string exprToString(const Expr& e) {
+  std::ostringstream os;
+  printExpr(os, e);
+  return os.str();
+}
+
+static void printTensor(std::ostream& os, const char* role, const TensorDecl& t) {
+  os << "  " << role << " " << t.name << ": " << elemTypeName(t.elemType) << "[";
+  for (size_t i = 0; i < t.dims.size(); ++i) os << (i ? ", " : "") << t.dims[i].str();
+  os << "] @" << t.loc.line << ":" << t.loc.col << "\n";
+}
+
+void printModule(std::ostream& os, const Module& m) {
+  for (const auto& k : m.kernels) {
+    os << "kernel " << k->name << " @" << k->loc.line << ":" << k->loc.col << "\n";
+    for (const auto& t : k->inputs) printTensor(os, "input", *t);
+    for (const auto& t : k->outputs) printTensor(os, "output", *t);
+    for (const auto& s : k->sizes) os << "  size " << s.name << " = " << s.tensor->name << ".dim[" << s.dim << "]\n";
+    for (const auto& c : k->consts)
+      os << "  const " << c.name << " = " << numberToString(c.folded, c.isInt) << (c.overridden ? " (from -D)" : "")
+         << " @" << c.loc.line << ":" << c.loc.col << "\n";
+    for (const auto& d : k->defs) {
+      os << "  def " << d->name << "(";
+      for (size_t i = 0; i < d->indices.size(); ++i) {
+        if (i) os << ", ";
+        printIndex(os, d->indices[i]);
+      }
+      os << ")";
+      if (d->tensor) os << " : " << elemTypeName(d->tensor->elemType) << (d->tensor->role == TensorRole::Output ? " output" : "");
+      os << " @" << d->loc.line << ":" << d->loc.col << "\n";
+      os << "    = ";
+      printExpr(os, *d->rhs);
+      os << "\n";
+    }
+  }
+}
+
+} // namespace attnc::dsl

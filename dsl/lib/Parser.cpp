@@ -1,0 +1,320 @@
+// Recursive-descent parser for .attn files (grammar in docs/language.md).
+#include "attnc/dsl/Parser.h"
+
+namespace attnc::dsl {
+
+Parser::Parser(const SourceFile& file, DiagEngine& diags) : diags_(diags) {
+  Lexer lex(file, diags);
+  for (;;) {
+    Token t = lex.next();
+    toks_.push_back(t);
+    if (t.kind == Tok::Eof) break;
+  }
+}
+
+void Parser::fail(Loc loc, const std::string& msg) {
+  diags_.error(loc, msg);
+  throw Abort{};
+}
+
+static std::string describe(const Token& t) {
+  if (t.kind == Tok::Ident || t.kind == Tok::Int || t.kind == Tok::Float) return "'" + t.text + "'";
+  return tokName(t.kind);
+}
+
+Token Parser::expect(Tok k, const char* context) {
+  if (!is(k)) {
+    if (is(Tok::Error)) throw Abort{}; // the lexer already explained it
+    fail(cur().loc, std::string("expected ") + tokName(k) + " " + context + ", found " + describe(cur()));
+  }
+  return take();
+}
+
+std::unique_ptr<Module> Parser::parseModule() {
+  auto m = std::make_unique<Module>();
+  try {
+    while (!is(Tok::Eof)) {
+      if (is(Tok::Error)) throw Abort{};
+      if (!is(Tok::KwKernel)) fail(cur().loc, "expected 'kernel', found " + describe(cur()));
+      m->kernels.push_back(parseKernel());
+    }
+    if (m->kernels.empty()) fail(cur().loc, "no kernel in file (expected 'kernel name(...) -> ... { ... }')");
+  } catch (Abort&) {
+    return nullptr;
+  }
+  if (diags_.hasErrors()) return nullptr;
+  return m;
+}
+
+std::unique_ptr<Kernel> Parser::parseKernel() {
+  auto k = std::make_unique<Kernel>();
+  k->loc = expect(Tok::KwKernel, "").loc;
+  Token name = expect(Tok::Ident, "for the kernel name");
+  k->name = name.text;
+  expect(Tok::LParen, "after the kernel name");
+  if (!is(Tok::RParen)) {
+    do k->inputs.push_back(parseParam(TensorRole::Input));
+    while (accept(Tok::Comma));
+  }
+  expect(Tok::RParen, "after the kernel inputs");
+  expect(Tok::Arrow, "before the kernel outputs");
+  if (accept(Tok::LParen)) {
+    do k->outputs.push_back(parseParam(TensorRole::Output));
+    while (accept(Tok::Comma));
+    expect(Tok::RParen, "after the kernel outputs");
+  } else {
+    k->outputs.push_back(parseParam(TensorRole::Output));
+  }
+  expect(Tok::LBrace, "to open the kernel body");
+  while (!is(Tok::RBrace)) {
+    if (is(Tok::Eof)) fail(cur().loc, "expected '}' to close kernel '" + k->name + "', found end of file");
+    if (accept(Tok::Semi)) continue;
+    if (is(Tok::KwConst)) {
+      parseConsts(*k);
+    } else if (is(Tok::Ident)) {
+      k->defs.push_back(parseDefinition());
+    } else {
+      if (is(Tok::Error)) throw Abort{};
+      fail(cur().loc, "expected a definition 'name(indices) = expression' or 'const', found " + describe(cur()));
+    }
+  }
+  expect(Tok::RBrace, "");
+  return k;
+}
+
+std::unique_ptr<TensorDecl> Parser::parseParam(TensorRole role) {
+  auto t = std::make_unique<TensorDecl>();
+  t->role = role;
+  Token name = expect(Tok::Ident, role == TensorRole::Input ? "for an input name" : "for an output name");
+  t->name = name.text;
+  t->loc = name.loc;
+  expect(Tok::Colon, ("after '" + t->name + "' (write 'name: f32[dims]')").c_str());
+  Token ty = expect(Tok::Ident, "for the element type");
+  if (ty.text == "f32") t->elemType = ElemType::F32;
+  else if (ty.text == "i32") t->elemType = ElemType::I32;
+  else fail(ty.loc, "unknown element type '" + ty.text + "' (expected f32 or i32)");
+  expect(Tok::LBracket, "to start the dimensions");
+  if (!is(Tok::RBracket)) {
+    do {
+      DimSpec d;
+      d.loc = cur().loc;
+      if (is(Tok::Ident)) {
+        d.symbol = take().text;
+      } else if (is(Tok::Int)) {
+        Token v = take();
+        try {
+          d.value = std::stoll(v.text);
+        } catch (...) {
+          fail(v.loc, "dimension '" + v.text + "' is too large");
+        }
+        if (d.value <= 0) fail(v.loc, "dimension must be positive, got " + v.text);
+      } else {
+        if (is(Tok::Error)) throw Abort{};
+        fail(cur().loc, "expected a size name or a positive integer for a dimension, found " + describe(cur()));
+      }
+      t->dims.push_back(d);
+    } while (accept(Tok::Comma));
+  }
+  expect(Tok::RBracket, "to end the dimensions");
+  return t;
+}
+
+void Parser::parseConsts(Kernel& k) {
+  expect(Tok::KwConst, "");
+  do {
+    ConstDecl c;
+    Token name = expect(Tok::Ident, "for the constant name");
+    c.name = name.text;
+    c.loc = name.loc;
+    expect(Tok::Assign, ("after constant '" + c.name + "'").c_str());
+    c.value = parseExpr();
+    k.consts.push_back(std::move(c));
+  } while (accept(Tok::Comma));
+}
+
+IndexDecl Parser::parseIndexDecl(bool allowRange) {
+  IndexDecl d;
+  Token name = expect(Tok::Ident, "for an index name");
+  d.name = name.text;
+  d.loc = name.loc;
+  if (allowRange && accept(Tok::KwIn)) {
+    Range r;
+    r.lo = parseBinary(3); // additive level: `0..N` must not swallow comparisons
+    expect(Tok::DotDot, "in the index range 'lo..hi'");
+    r.hi = parseBinary(3);
+    d.range = std::move(r);
+  }
+  return d;
+}
+
+std::unique_ptr<Definition> Parser::parseDefinition() {
+  auto d = std::make_unique<Definition>();
+  Token name = take();
+  d->name = name.text;
+  d->loc = name.loc;
+  expect(Tok::LParen, ("after '" + d->name + "' (a definition is 'name(indices) = expression')").c_str());
+  if (!is(Tok::RParen)) {
+    do d->indices.push_back(parseIndexDecl(true));
+    while (accept(Tok::Comma));
+  }
+  expect(Tok::RParen, "after the definition's indices");
+  expect(Tok::Assign, ("in the definition of '" + d->name + "'").c_str());
+  d->rhs = parseExpr();
+  return d;
+}
+
+ExprPtr Parser::parseExpr() {
+  if (++depth_ > kMaxDepth) fail(cur().loc, "expression is nested too deeply (more than " + std::to_string(kMaxDepth) + " levels)");
+  ExprPtr e = parseBinary(0);
+  --depth_;
+  return e;
+}
+
+// Precedence levels, loosest first: || ; && ; comparisons ; + - ; * / %.
+static int binaryLevel(Tok t) {
+  switch (t) {
+  case Tok::OrOr: return 0;
+  case Tok::AndAnd: return 1;
+  case Tok::Lt: case Tok::Le: case Tok::Gt: case Tok::Ge: case Tok::EqEq: case Tok::Ne: return 2;
+  case Tok::Plus: case Tok::Minus: return 3;
+  case Tok::Star: case Tok::Slash: case Tok::Percent: return 4;
+  default: return -1;
+  }
+}
+
+ExprPtr Parser::parseBinary(int level) {
+  if (level > 4) return parseUnary();
+  ExprPtr lhs = parseBinary(level + 1);
+  while (binaryLevel(cur().kind) == level) {
+    Token op = take();
+    ExprPtr rhs = parseBinary(level + 1);
+    auto b = std::make_unique<Expr>(ExprKind::Binary, op.loc);
+    b->name = op.text;
+    b->args.push_back(std::move(lhs));
+    b->args.push_back(std::move(rhs));
+    lhs = std::move(b);
+    if (level == 2 && binaryLevel(cur().kind) == 2)
+      fail(cur().loc, "comparisons cannot be chained; use '&&'");
+  }
+  return lhs;
+}
+
+ExprPtr Parser::parseUnary() {
+  if (++depth_ > kMaxDepth) fail(cur().loc, "expression is nested too deeply (more than " + std::to_string(kMaxDepth) + " levels)");
+  ExprPtr r;
+  if (is(Tok::Minus) || is(Tok::Bang)) {
+    Token op = take();
+    auto u = std::make_unique<Expr>(ExprKind::Unary, op.loc);
+    u->name = op.text;
+    u->args.push_back(parseUnary());
+    r = std::move(u);
+  } else if (isIdent("softmax") && peekTok(1).kind == Tok::LParen) {
+    r = parseSoftmax();
+  } else if (looksLikeReduction()) {
+    r = parseReduction();
+  } else {
+    r = parsePrimary();
+  }
+  --depth_;
+  return r;
+}
+
+// `sum(...)` always starts a reduction. `max(...)`/`min(...)` do when the parentheses hold only
+// index declarations and an operand follows, so `max(a, b)` stays the elementwise function.
+bool Parser::looksLikeReduction() const {
+  if (!is(Tok::Ident) || peekTok(1).kind != Tok::LParen) return false;
+  const std::string& n = cur().text;
+  if (n == "sum") return true;
+  if (n != "max" && n != "min") return false;
+  size_t i = 2;
+  for (;;) {
+    if (peekTok(i).kind != Tok::Ident) return false;
+    ++i;
+    if (peekTok(i).kind == Tok::KwIn) return true; // only index declarations take ranges
+    if (peekTok(i).kind == Tok::Comma) {
+      ++i;
+      continue;
+    }
+    if (peekTok(i).kind != Tok::RParen) return false;
+    Tok after = peekTok(i + 1).kind;
+    return after == Tok::Ident || after == Tok::Int || after == Tok::Float || after == Tok::LParen;
+  }
+}
+
+ExprPtr Parser::parseReduction() {
+  Token kw = take();
+  auto r = std::make_unique<Expr>(ExprKind::Reduce, kw.loc);
+  r->name = kw.text;
+  r->reduceKind = kw.text == "sum" ? ReduceKind::Sum : kw.text == "max" ? ReduceKind::Max : ReduceKind::Min;
+  expect(Tok::LParen, "after the reduction");
+  if (is(Tok::RParen)) fail(cur().loc, "a reduction needs at least one index, as in 'sum(j) ...'");
+  do r->reduceIndices.push_back(parseIndexDecl(true));
+  while (accept(Tok::Comma));
+  expect(Tok::RParen, "after the reduction indices");
+  r->body = parseExpr();
+  return r;
+}
+
+ExprPtr Parser::parseSoftmax() {
+  Token kw = take();
+  auto s = std::make_unique<Expr>(ExprKind::Softmax, kw.loc);
+  s->name = "softmax";
+  expect(Tok::LParen, "after 'softmax'");
+  if (is(Tok::RParen)) fail(cur().loc, "softmax needs at least one index, as in 'softmax(j) ...'");
+  do {
+    Token ax = expect(Tok::Ident, "for a softmax index");
+    s->softmaxAxes.push_back(ax.text);
+    s->softmaxAxisLocs.push_back(ax.loc);
+  } while (accept(Tok::Comma));
+  if (accept(Tok::KwWhere)) s->where = parseExpr();
+  expect(Tok::RParen, "after the softmax indices");
+  s->body = parseExpr();
+  return s;
+}
+
+ExprPtr Parser::parsePrimary() {
+  const Token& t = cur();
+  switch (t.kind) {
+  case Tok::Int:
+  case Tok::Float: {
+    Token n = take();
+    auto e = std::make_unique<Expr>(ExprKind::Number, n.loc);
+    e->isIntLiteral = n.kind == Tok::Int;
+    try {
+      e->number = std::stod(n.text);
+    } catch (...) {
+      fail(n.loc, "number '" + n.text + "' is out of range");
+    }
+    if (e->isIntLiteral && e->number > 2147483647.0) fail(n.loc, "integer '" + n.text + "' does not fit in 32 bits");
+    return e;
+  }
+  case Tok::Ident: {
+    Token n = take();
+    if (!is(Tok::LParen)) {
+      auto e = std::make_unique<Expr>(ExprKind::Ident, n.loc);
+      e->name = n.text;
+      return e;
+    }
+    take();
+    // Sema decides whether the name is a tensor (a read) or a builtin function (a call).
+    auto e = std::make_unique<Expr>(ExprKind::Read, n.loc);
+    e->name = n.text;
+    if (!is(Tok::RParen)) {
+      do e->args.push_back(parseExpr());
+      while (accept(Tok::Comma));
+    }
+    expect(Tok::RParen, ("to close the arguments of '" + n.text + "'").c_str());
+    return e;
+  }
+  case Tok::LParen: {
+    take();
+    ExprPtr e = parseExpr();
+    expect(Tok::RParen, "to close '('");
+    return e;
+  }
+  case Tok::Error: throw Abort{};
+  default: fail(t.loc, "expected an expression, found " + describe(t));
+  }
+}
+
+} // namespace attnc::dsl

@@ -1,0 +1,601 @@
+// Semantic analysis of .attn kernels: every rule here has a diagnostic with a source location.
+#include "attnc/dsl/Sema.h"
+
+#include <cmath>
+#include <functional>
+#include <set>
+
+namespace attnc::dsl {
+
+namespace {
+
+struct Builtin {
+  const char* name;
+  int arity;
+};
+const Builtin kBuiltins[] = {
+    {"exp", 1}, {"log", 1}, {"sqrt", 1}, {"rsqrt", 1}, {"sin", 1},  {"cos", 1},    {"tanh", 1},
+    {"erf", 1}, {"abs", 1}, {"floor", 1}, {"pow", 2},  {"min", 2},  {"max", 2},    {"select", 3},
+};
+
+const Builtin* findBuiltin(const std::string& n) {
+  for (const auto& b : kBuiltins)
+    if (n == b.name) return &b;
+  return nullptr;
+}
+
+bool isReservedKeyword(const std::string& n) { return n == "sum" || n == "softmax" || n == "f32" || n == "i32"; }
+
+// Candidate extents of an index from its uses as a bare tensor subscript.
+struct RangeUse {
+  std::string extent; // printed extent expression
+  const Expr* extentExpr;
+  std::string origin; // "k dimension 2 (Nk)"
+  Loc loc;
+};
+
+class KernelSema {
+public:
+  KernelSema(Kernel& k, DiagEngine& d, const SemaOptions& o) : k_(k), diags_(d), opts_(o) {}
+
+  void run() {
+    declareTensors();
+    declareConsts();
+    for (auto& def : k_.defs) definitionNames_.insert(def->name);
+    for (size_t i = 0; i < k_.defs.size(); ++i) analyzeDefinition(*k_.defs[i]);
+    for (auto& o : k_.outputs)
+      if (!o->def) diags_.error(o->loc, "output '" + o->name + "' is never defined");
+  }
+
+private:
+  Kernel& k_;
+  DiagEngine& diags_;
+  const SemaOptions& opts_;
+  std::map<std::string, TensorDecl*> tensors_;
+  std::map<std::string, Loc> sizeLocs_;
+  std::map<std::string, ConstDecl*> consts_;
+  std::set<std::string> definitionNames_;
+  std::vector<IndexDecl*> scope_;
+  std::map<const IndexDecl*, std::vector<RangeUse>> uses_;
+  const Definition* current_ = nullptr;
+
+  // --- names -------------------------------------------------------------------------------
+  bool checkNewName(const std::string& name, Loc loc, const char* what) {
+    if (name.find("__") != std::string::npos) {
+      diags_.error(loc, std::string(what) + " name '" + name + "' contains '__', which is reserved for compiler-generated names");
+      return false;
+    }
+    if (findBuiltin(name) || isReservedKeyword(name)) {
+      diags_.error(loc, std::string(what) + " name '" + name + "' is reserved (a builtin function or keyword)");
+      return false;
+    }
+    return true;
+  }
+
+  void declareTensors() {
+    auto declare = [&](TensorDecl& t) {
+      if (!checkNewName(t.name, t.loc, t.role == TensorRole::Input ? "input" : "output")) return;
+      auto it = tensors_.find(t.name);
+      if (it != tensors_.end()) {
+        diags_.error(t.loc, "redefinition of tensor '" + t.name + "'");
+        diags_.note(it->second->loc, "'" + t.name + "' was first declared here");
+        return;
+      }
+      tensors_[t.name] = &t;
+    };
+    for (auto& t : k_.inputs) declare(*t);
+    for (auto& t : k_.outputs) declare(*t);
+    // Sizes are bound by the inputs, in order; outputs may only use bound sizes.
+    for (auto& t : k_.inputs) {
+      for (size_t i = 0; i < t->dims.size(); ++i) {
+        const DimSpec& d = t->dims[i];
+        if (d.symbol.empty() || sizeLocs_.count(d.symbol)) continue;
+        if (tensors_.count(d.symbol)) {
+          diags_.error(d.loc, "size '" + d.symbol + "' has the name of a tensor");
+          continue;
+        }
+        if (!checkNewName(d.symbol, d.loc, "size")) continue;
+        sizeLocs_[d.symbol] = d.loc;
+        k_.sizes.push_back({d.symbol, t.get(), (int)i});
+      }
+    }
+    for (auto& t : k_.outputs)
+      for (const DimSpec& d : t->dims)
+        if (!d.symbol.empty() && !sizeLocs_.count(d.symbol))
+          diags_.error(d.loc, "size '" + d.symbol + "' of output '" + t->name + "' is not a dimension of any input");
+    for (auto* list : {&k_.inputs, &k_.outputs})
+      for (auto& t : *list)
+        for (const DimSpec& d : t->dims) t->extents.push_back(dimExpr(d));
+  }
+
+  ExprPtr dimExpr(const DimSpec& d) {
+    if (d.symbol.empty()) {
+      auto e = std::make_unique<Expr>(ExprKind::Number, d.loc);
+      e->number = (double)d.value;
+      e->isIntLiteral = true;
+      e->type = ScalarType::Int;
+      return e;
+    }
+    auto e = std::make_unique<Expr>(ExprKind::Ident, d.loc);
+    e->name = d.symbol;
+    e->identKind = IdentKind::Size;
+    e->type = ScalarType::Int;
+    return e;
+  }
+
+  void declareConsts() {
+    for (auto& c : k_.consts) {
+      if (!checkNewName(c.name, c.loc, "constant")) continue;
+      if (tensors_.count(c.name) || sizeLocs_.count(c.name) || consts_.count(c.name)) {
+        diags_.error(c.loc, "redefinition of '" + c.name + "'");
+        continue;
+      }
+      std::string err;
+      bool isInt = true;
+      double v = fold(*c.value, &isInt, &err);
+      if (!err.empty()) {
+        diags_.error(c.value->loc, "constant '" + c.name + "' must be a compile-time number: " + err);
+        continue;
+      }
+      c.folded = v;
+      c.isInt = isInt;
+      consts_[c.name] = &c;
+    }
+    for (const auto& [name, value] : opts_.defines) {
+      auto it = consts_.find(name);
+      if (it == consts_.end()) {
+        diags_.error(Loc{}, "-D " + name + "=" + value + ": kernel '" + k_.name + "' has no constant '" + name + "'");
+        continue;
+      }
+      char* end = nullptr;
+      double v = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end != '\0' || !std::isfinite(v)) {
+        diags_.error(Loc{}, "-D " + name + "=" + value + ": '" + value + "' is not a number");
+        continue;
+      }
+      bool isInt = value.find_first_of(".eE") == std::string::npos;
+      if (it->second->isInt && !isInt) {
+        diags_.error(Loc{}, "-D " + name + "=" + value + ": constant '" + name + "' is an integer");
+        continue;
+      }
+      it->second->folded = v;
+      it->second->overridden = true;
+    }
+  }
+
+  // Folds a compile-time constant expression (numbers, earlier constants, arithmetic).
+  double fold(const Expr& e, bool* isInt, std::string* err) {
+    switch (e.kind) {
+    case ExprKind::Number:
+      *isInt = e.isIntLiteral;
+      return e.number;
+    case ExprKind::Ident: {
+      auto it = consts_.find(e.name);
+      if (it == consts_.end()) {
+        *err = "'" + e.name + "' is not an earlier constant";
+        return 0;
+      }
+      *isInt = it->second->isInt;
+      return it->second->folded;
+    }
+    case ExprKind::Unary: {
+      double v = fold(*e.args[0], isInt, err);
+      if (e.name == "-") return -v;
+      *err = "operator '" + e.name + "' is not allowed here";
+      return 0;
+    }
+    case ExprKind::Binary: {
+      bool ia = true, ib = true;
+      double a = fold(*e.args[0], &ia, err), b = fold(*e.args[1], &ib, err);
+      *isInt = ia && ib;
+      if (!err->empty()) return 0;
+      if (e.name == "+") return a + b;
+      if (e.name == "-") return a - b;
+      if (e.name == "*") return a * b;
+      if (e.name == "/" || e.name == "%") {
+        if (b == 0) {
+          *err = "division by zero";
+          return 0;
+        }
+        if (!*isInt) return e.name == "/" ? a / b : std::fmod(a, b);
+        long long x = (long long)a, y = (long long)b;
+        long long q = x / y, r = x % y;
+        if (r != 0 && ((r < 0) != (y < 0))) q -= 1, r += y; // floor semantics, as Halide's
+        return e.name == "/" ? (double)q : (double)r;
+      }
+      *err = "operator '" + e.name + "' is not allowed here";
+      return 0;
+    }
+    default: *err = "only numbers, earlier constants and + - * / % are allowed"; return 0;
+    }
+  }
+
+  // --- definitions ---------------------------------------------------------------------------
+  void analyzeDefinition(Definition& def) {
+    current_ = &def;
+    uses_.clear();
+    TensorDecl* target = nullptr;
+    bool ok = checkNewName(def.name, def.loc, "definition");
+    if (ok && (sizeLocs_.count(def.name) || consts_.count(def.name))) {
+      diags_.error(def.loc, "'" + def.name + "' is a size or constant and cannot be defined as a tensor");
+      ok = false;
+    }
+    if (ok) {
+      auto it = tensors_.find(def.name);
+      if (it != tensors_.end()) {
+        TensorDecl* t = it->second;
+        if (t->role == TensorRole::Input) {
+          diags_.error(def.loc, "cannot define '" + def.name + "': it is a kernel input");
+          diags_.note(t->loc, "input '" + def.name + "' is declared here");
+          ok = false;
+        } else if (t->def) {
+          diags_.error(def.loc, "redefinition of '" + def.name + "'");
+          diags_.note(t->def->loc, "'" + def.name + "' was first defined here");
+          ok = false;
+        } else {
+          target = t;
+        }
+      }
+    }
+
+    // Left-hand indices.
+    std::set<std::string> seen;
+    for (auto& idx : def.indices) {
+      if (!seen.insert(idx.name).second) diags_.error(idx.loc, "index '" + idx.name + "' appears twice on the left-hand side");
+      checkIndexName(idx);
+      if (idx.range) resolveRange(idx);
+    }
+    if (target && target->dims.size() != def.indices.size()) {
+      diags_.error(def.loc, "output '" + def.name + "' has rank " + std::to_string(target->dims.size()) +
+                                " but is defined with " + std::to_string(def.indices.size()) + " indices");
+      ok = false;
+    }
+
+    for (auto& idx : def.indices) scope_.push_back(&idx);
+    if (def.rhs->kind == ExprKind::Softmax) {
+      checkSoftmax(*def.rhs, def);
+    } else {
+      check(*def.rhs);
+    }
+    scope_.clear();
+
+    // Ranges of the left-hand indices: declared output dims win, then explicit, then inferred.
+    for (size_t i = 0; i < def.indices.size(); ++i) {
+      IndexDecl& idx = def.indices[i];
+      if (target && i < target->dims.size()) {
+        const DimSpec& d = target->dims[i];
+        if (idx.range) {
+          if (!isZero(*idx.range->lo) || exprToString(*idx.range->hi) != d.str())
+            diags_.error(idx.loc, "size mismatch: output '" + def.name + "' dimension " + std::to_string(i) + " is " + d.str() +
+                                      ", but index '" + idx.name + "' is given the range " + exprToString(*idx.range->lo) +
+                                      ".." + exprToString(*idx.range->hi));
+        } else {
+          idx.range = Range{zero(idx.loc), target->extents[i]->clone()};
+          idx.rangeOrigin = "output '" + def.name + "' dimension " + std::to_string(i) + " (" + d.str() + ")";
+          idx.rangeOriginLoc = d.loc;
+        }
+      }
+      settleRange(idx);
+      if (idx.range && !isZero(*idx.range->lo))
+        diags_.error(idx.loc, "the range of left-hand index '" + idx.name + "' must start at 0");
+    }
+    if (!ok || diags_.hasErrors()) {
+      current_ = nullptr;
+      return;
+    }
+
+    ScalarType t = def.rhs->type;
+    if (t == ScalarType::Bool) {
+      diags_.error(def.rhs->loc, "definition of '" + def.name + "' is a boolean; use select(cond, 1.0, 0.0) for a mask value");
+      return;
+    }
+    if (!target) {
+      auto local = std::make_unique<TensorDecl>();
+      local->name = def.name;
+      local->loc = def.loc;
+      local->role = TensorRole::Local;
+      local->elemType = t == ScalarType::Int ? ElemType::I32 : ElemType::F32;
+      target = local.get();
+      tensors_[def.name] = target;
+      k_.locals.push_back(std::move(local));
+      for (auto& idx : def.indices) target->extents.push_back(idx.range->hi->clone());
+    } else if (target->elemType == ElemType::I32 && t == ScalarType::Float) {
+      diags_.error(def.rhs->loc, "type mismatch: output '" + def.name + "' is i32 but its definition is a float expression");
+      return;
+    }
+    target->def = &def;
+    def.tensor = target;
+    current_ = nullptr;
+  }
+
+  void checkIndexName(const IndexDecl& idx) {
+    if (!checkNewName(idx.name, idx.loc, "index")) return;
+    if (tensors_.count(idx.name) || definitionNames_.count(idx.name))
+      diags_.error(idx.loc, "index '" + idx.name + "' has the name of a tensor");
+    else if (sizeLocs_.count(idx.name))
+      diags_.error(idx.loc, "index '" + idx.name + "' has the name of a size");
+    else if (consts_.count(idx.name))
+      diags_.error(idx.loc, "index '" + idx.name + "' has the name of a constant");
+    for (const IndexDecl* s : scope_)
+      if (s->name == idx.name) diags_.error(idx.loc, "index '" + idx.name + "' shadows an enclosing index of the same name");
+  }
+
+  void resolveRange(IndexDecl& idx) {
+    for (Expr* e : {idx.range->lo.get(), idx.range->hi.get()}) {
+      // Range ends see sizes and constants, not indices: the range of an index is fixed per kernel call.
+      std::vector<IndexDecl*> saved;
+      saved.swap(scope_);
+      check(*e);
+      scope_.swap(saved);
+      if (e->type != ScalarType::Int && e->type != ScalarType::Unknown)
+        diags_.error(e->loc, "range of index '" + idx.name + "' must be an integer, found " + scalarTypeName(e->type));
+    }
+  }
+
+  static bool isZero(const Expr& e) { return e.kind == ExprKind::Number && e.number == 0; }
+  static ExprPtr zero(Loc loc) {
+    auto z = std::make_unique<Expr>(ExprKind::Number, loc);
+    z->isIntLiteral = true;
+    z->type = ScalarType::Int;
+    return z;
+  }
+
+  // Fixes an index's range from its explicit range or its uses, reporting conflicts.
+  void settleRange(IndexDecl& idx) {
+    auto& uses = uses_[&idx];
+    if (!idx.range) {
+      if (uses.empty()) {
+        diags_.error(idx.loc, "cannot infer the range of index '" + idx.name +
+                                  "': it is never used directly as a tensor index; give it as '" + idx.name + " in 0..N'");
+        return;
+      }
+      idx.range = Range{zero(idx.loc), uses[0].extentExpr->clone()};
+      idx.rangeOrigin = uses[0].origin;
+      idx.rangeOriginLoc = uses[0].loc;
+    }
+    if (!isZero(*idx.range->lo)) return; // an offset range is a deliberate sub-range
+    std::string have = exprToString(*idx.range->hi);
+    for (const RangeUse& u : uses) {
+      if (u.extent == have) continue;
+      std::string where = idx.rangeOrigin.empty() ? "its declared range 0.." + have : idx.rangeOrigin;
+      diags_.error(u.loc, "inconsistent sizes for index '" + idx.name + "': " + u.origin + " here, but " + where);
+      if (idx.rangeOriginLoc.valid()) diags_.note(idx.rangeOriginLoc, "the range of '" + idx.name + "' comes from here");
+      return;
+    }
+  }
+
+  // --- expressions ---------------------------------------------------------------------------
+  IndexDecl* lookupIndex(const std::string& name) {
+    for (auto it = scope_.rbegin(); it != scope_.rend(); ++it)
+      if ((*it)->name == name) return *it;
+    return nullptr;
+  }
+
+  void checkSoftmax(Expr& e, Definition& def) {
+    std::set<std::string> seen;
+    for (size_t i = 0; i < e.softmaxAxes.size(); ++i) {
+      const std::string& ax = e.softmaxAxes[i];
+      bool free = false;
+      for (auto& idx : def.indices) free |= idx.name == ax;
+      if (!free)
+        diags_.error(e.softmaxAxisLocs[i], "softmax over '" + ax + "', which is not a free index of '" + def.name +
+                                                "' (softmax normalises over indices of the left-hand side)");
+      if (!seen.insert(ax).second) diags_.error(e.softmaxAxisLocs[i], "softmax index '" + ax + "' appears twice");
+    }
+    if (e.where) {
+      check(*e.where);
+      if (e.where->type != ScalarType::Bool && e.where->type != ScalarType::Unknown)
+        diags_.error(e.where->loc, std::string("softmax mask after 'where' must be a condition, found ") + scalarTypeName(e.where->type));
+    }
+    check(*e.body);
+    if (e.body->type == ScalarType::Bool) diags_.error(e.body->loc, "softmax of a condition; scores must be numbers");
+    e.type = ScalarType::Float;
+  }
+
+  static ScalarType promote(ScalarType a, ScalarType b) {
+    if (a == ScalarType::Unknown || b == ScalarType::Unknown) return ScalarType::Unknown;
+    if (a == ScalarType::Float || b == ScalarType::Float) return ScalarType::Float;
+    return ScalarType::Int;
+  }
+
+  bool requireNumeric(const Expr& e, const std::string& what) {
+    if (e.type == ScalarType::Bool) {
+      diags_.error(e.loc, "type mismatch: " + what + " must be a number, found a condition");
+      return false;
+    }
+    return e.type != ScalarType::Unknown;
+  }
+
+  void check(Expr& e) {
+    switch (e.kind) {
+    case ExprKind::Number: e.type = e.isIntLiteral ? ScalarType::Int : ScalarType::Float; return;
+    case ExprKind::Ident: return checkIdent(e);
+    case ExprKind::Read: return checkRead(e);
+    case ExprKind::Call: return checkCall(e);
+    case ExprKind::Unary: {
+      check(*e.args[0]);
+      ScalarType t = e.args[0]->type;
+      if (e.name == "!") {
+        if (t != ScalarType::Bool && t != ScalarType::Unknown) diags_.error(e.loc, "type mismatch: '!' needs a condition");
+        e.type = ScalarType::Bool;
+      } else {
+        requireNumeric(*e.args[0], "the operand of unary '-'");
+        e.type = t == ScalarType::Bool ? ScalarType::Unknown : t;
+      }
+      return;
+    }
+    case ExprKind::Binary: return checkBinary(e);
+    case ExprKind::Reduce: {
+      std::set<std::string> seen;
+      for (auto& idx : e.reduceIndices) {
+        checkIndexName(idx);
+        if (!seen.insert(idx.name).second) diags_.error(idx.loc, "reduction index '" + idx.name + "' appears twice");
+        if (idx.range) resolveRange(idx);
+      }
+      size_t depth = scope_.size();
+      for (auto& idx : e.reduceIndices) scope_.push_back(&idx);
+      check(*e.body);
+      scope_.resize(depth);
+      for (auto& idx : e.reduceIndices) settleRange(idx);
+      requireNumeric(*e.body, std::string("the body of '") + reduceKindName(e.reduceKind) + "'");
+      e.type = e.body->type == ScalarType::Bool ? ScalarType::Unknown : e.body->type;
+      return;
+    }
+    case ExprKind::Softmax:
+      diags_.error(e.loc, "softmax must be the whole right-hand side of a definition, as in 'p(i, j) = softmax(j) s(i, j)'");
+      e.type = ScalarType::Unknown;
+      return;
+    }
+  }
+
+  void checkIdent(Expr& e) {
+    if (IndexDecl* idx = lookupIndex(e.name)) {
+      e.identKind = IdentKind::Index;
+      e.index = idx;
+      e.type = ScalarType::Int;
+      return;
+    }
+    if (sizeLocs_.count(e.name)) {
+      e.identKind = IdentKind::Size;
+      e.type = ScalarType::Int;
+      return;
+    }
+    if (auto it = consts_.find(e.name); it != consts_.end()) {
+      e.identKind = IdentKind::Const;
+      e.constValue = it->second->folded;
+      e.type = it->second->isInt ? ScalarType::Int : ScalarType::Float;
+      return;
+    }
+    if (tensors_.count(e.name) || definitionNames_.count(e.name))
+      diags_.error(e.loc, "'" + e.name + "' is a tensor; index it, as in '" + e.name + "(...)'");
+    else if (findBuiltin(e.name))
+      diags_.error(e.loc, "'" + e.name + "' is a function; call it, as in '" + e.name + "(x)'");
+    else
+      diags_.error(e.loc, "unknown identifier '" + e.name + "'");
+    e.type = ScalarType::Unknown;
+  }
+
+  void checkRead(Expr& e) {
+    if (findBuiltin(e.name)) {
+      e.kind = ExprKind::Call;
+      return checkCall(e);
+    }
+    for (auto& a : e.args) check(*a);
+    auto it = tensors_.find(e.name);
+    TensorDecl* t = it == tensors_.end() ? nullptr : it->second;
+    if (!t) {
+      if (definitionNames_.count(e.name)) {
+        if (current_ && current_->name == e.name)
+          diags_.error(e.loc, "recursive definition: '" + e.name + "' reads itself");
+        else
+          diags_.error(e.loc, "'" + e.name + "' is used before its definition");
+      } else if (sizeLocs_.count(e.name) || consts_.count(e.name)) {
+        diags_.error(e.loc, "'" + e.name + "' is a scalar, not a tensor; it takes no indices");
+      } else {
+        diags_.error(e.loc, "unknown tensor or function '" + e.name + "'");
+      }
+      e.type = ScalarType::Unknown;
+      return;
+    }
+    if (t->role == TensorRole::Output && !t->def) {
+      if (current_ && current_->name == e.name)
+        diags_.error(e.loc, "recursive definition: '" + e.name + "' reads itself");
+      else
+        diags_.error(e.loc, "output '" + e.name + "' is read before its definition");
+      e.type = ScalarType::Unknown;
+      return;
+    }
+    e.tensor = t;
+    e.type = t->elemType == ElemType::F32 ? ScalarType::Float : ScalarType::Int;
+    if (e.args.size() != t->rank()) {
+      diags_.error(e.loc, "wrong number of indices: '" + e.name + "' has rank " + std::to_string(t->rank()) +
+                              " but is indexed with " + std::to_string(e.args.size()));
+      return;
+    }
+    for (size_t i = 0; i < e.args.size(); ++i) {
+      Expr& a = *e.args[i];
+      if (a.type != ScalarType::Int && a.type != ScalarType::Unknown) {
+        diags_.error(a.loc, "type mismatch: index " + std::to_string(i) + " of '" + e.name + "' must be an integer, found " +
+                                scalarTypeName(a.type));
+        continue;
+      }
+      if (a.kind == ExprKind::Ident && a.identKind == IdentKind::Index) {
+        std::string extent = exprToString(*t->extents[i]);
+        std::string origin = "'" + e.name + "' dimension " + std::to_string(i) + " (" + extent + ")";
+        uses_[a.index].push_back({extent, t->extents[i].get(), origin, a.loc});
+      }
+    }
+  }
+
+  void checkCall(Expr& e) {
+    const Builtin* b = findBuiltin(e.name);
+    for (auto& a : e.args) check(*a);
+    if ((int)e.args.size() != b->arity) {
+      diags_.error(e.loc, "'" + e.name + "' takes " + std::to_string(b->arity) + " argument" + (b->arity == 1 ? "" : "s") +
+                              ", got " + std::to_string(e.args.size()));
+      e.type = ScalarType::Unknown;
+      return;
+    }
+    if (e.name == "select") {
+      if (e.args[0]->type != ScalarType::Bool && e.args[0]->type != ScalarType::Unknown)
+        diags_.error(e.args[0]->loc, "type mismatch: the first argument of 'select' must be a condition");
+      bool ok = requireNumeric(*e.args[1], "'select' value") & requireNumeric(*e.args[2], "'select' value");
+      e.type = ok ? promote(e.args[1]->type, e.args[2]->type) : ScalarType::Unknown;
+      return;
+    }
+    bool ok = true;
+    for (auto& a : e.args) ok &= requireNumeric(*a, "argument of '" + e.name + "'");
+    if (!ok) {
+      e.type = ScalarType::Unknown;
+      return;
+    }
+    if (e.name == "min" || e.name == "max") e.type = promote(e.args[0]->type, e.args[1]->type);
+    else if (e.name == "abs") e.type = e.args[0]->type;
+    else e.type = ScalarType::Float;
+  }
+
+  void checkBinary(Expr& e) {
+    check(*e.args[0]);
+    check(*e.args[1]);
+    ScalarType a = e.args[0]->type, b = e.args[1]->type;
+    const std::string& op = e.name;
+    if (op == "&&" || op == "||") {
+      for (auto& x : e.args)
+        if (x->type != ScalarType::Bool && x->type != ScalarType::Unknown)
+          diags_.error(x->loc, "type mismatch: operands of '" + op + "' must be conditions, found " + scalarTypeName(x->type));
+      e.type = ScalarType::Bool;
+      return;
+    }
+    bool ok = requireNumeric(*e.args[0], "the left operand of '" + op + "'") &
+              requireNumeric(*e.args[1], "the right operand of '" + op + "'");
+    if (op == "<" || op == "<=" || op == ">" || op == ">=" || op == "==" || op == "!=") {
+      e.type = ScalarType::Bool;
+      return;
+    }
+    if (!ok) {
+      e.type = ScalarType::Unknown;
+      return;
+    }
+    if (op == "%" && (a == ScalarType::Float || b == ScalarType::Float)) {
+      diags_.error(e.loc, "type mismatch: '%' needs integer operands");
+      e.type = ScalarType::Unknown;
+      return;
+    }
+    e.type = promote(a, b);
+  }
+};
+
+} // namespace
+
+bool isBuiltinFunction(const std::string& name) { return findBuiltin(name) != nullptr; }
+
+bool analyze(Module& m, DiagEngine& diags, const SemaOptions& opts) {
+  std::set<std::string> names;
+  for (auto& k : m.kernels) {
+    if (!names.insert(k->name).second) diags.error(k->loc, "redefinition of kernel '" + k->name + "'");
+    KernelSema(*k, diags, opts).run();
+  }
+  return !diags.hasErrors();
+}
+
+} // namespace attnc::dsl

@@ -1,0 +1,144 @@
+// Public runtime API: kernel descriptors, registry, tensor views, validation and invocation of Halide-compiled kernels.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace attnc {
+
+enum class DType { F32, I32 };
+
+// "f32" / "i32"; "?" for values outside the enum.
+const char* dtype_name(DType dtype);
+// Bytes per element (4 for both current types).
+size_t dtype_size(DType dtype);
+
+class Status {
+public:
+    static Status Ok() { return Status(true, std::string()); }
+    static Status Error(std::string msg) { return Status(false, std::move(msg)); }
+
+    bool ok() const { return ok_; }
+    const std::string& message() const { return message_; }
+
+private:
+    Status(bool ok, std::string msg) : ok_(ok), message_(std::move(msg)) {}
+    bool ok_;
+    std::string message_;
+};
+
+constexpr int kMaxRank = 8;
+
+// A non-owning view of a strided tensor. Shapes and strides are in C (numpy)
+// order: index rank-1 is the fastest-varying dimension. Strides are counted in
+// elements, not bytes, and may be negative (reversed views); a stride of 0
+// broadcasts and is accepted on inputs only. `data` points at element
+// [0, 0, ..., 0].
+struct TensorView {
+    void* data = nullptr;
+    DType dtype = DType::F32;
+    int rank = 0;
+    int64_t shape[kMaxRank] = {};
+    int64_t strides[kMaxRank] = {};
+
+    // Product of the shape; 1 for rank 0, 0 if any dimension is 0 (saturates
+    // at INT64_MAX instead of overflowing).
+    int64_t numel() const;
+
+    // Dense C-order view. Throws std::invalid_argument if shape.size() > kMaxRank
+    // (a programming error, not a data error).
+    static TensorView contiguous(void* data, DType dtype, const std::vector<int64_t>& shape);
+    static TensorView f32(float* data, const std::vector<int64_t>& shape);
+    static TensorView i32(int32_t* data, const std::vector<int64_t>& shape);
+};
+
+// One kernel parameter. dims[i] is either a size symbol (C identifier, e.g.
+// "Nq") or a non-negative decimal literal (e.g. "64"); dims is in C order and
+// may be null when rank == 0.
+struct ParamDesc {
+    const char* name;
+    DType dtype;
+    int rank;
+    const char* const* dims;
+};
+
+// Everything the runtime needs to validate and invoke one compiled kernel.
+// Kept a plain aggregate so generated headers can emit it as constant data.
+// argv_fn is the Halide `<name>_argv` entry point: args[i] is a
+// halide_buffer_t*, inputs first then outputs, in declaration order.
+struct KernelDesc {
+    const char* name;
+    const char* target;
+    int num_inputs;
+    const ParamDesc* inputs;
+    int num_outputs;
+    const ParamDesc* outputs;
+    int (*argv_fn)(void**);
+};
+
+// Process-wide table of kernels, keyed by (name, target). Thread-safe. The
+// registry stores pointers only: descriptors must outlive their registration
+// (generated descriptors are static data, so they do).
+class Registry {
+public:
+    static Registry& global();
+
+    // Registers d, replacing any entry with the same (name, target). A null
+    // target is treated as "". Null d is ignored.
+    void add(const KernelDesc* d);
+    // Exact (name, target) match, or nullptr.
+    const KernelDesc* find(std::string_view name, std::string_view target) const;
+    // All entries, sorted by (name, target) so output is independent of
+    // static-initialisation order.
+    std::vector<const KernelDesc*> list() const;
+
+    Registry() = default;
+    Registry(const Registry&) = delete;
+    Registry& operator=(const Registry&) = delete;
+
+private:
+    mutable std::mutex mu_;
+    std::vector<const KernelDesc*> entries_;
+};
+
+// Registers d with Registry::global() at static-initialisation time. Note that
+// a linker drops unreferenced objects from static archives, so a Registrar in
+// a library only runs if its object file is linked in (e.g. --whole-archive).
+struct Registrar {
+    explicit Registrar(const KernelDesc* d);
+};
+
+using SizeMap = std::map<std::string, int64_t>;
+
+// Checks the inputs against k (count, null data, dtype, rank, non-negative
+// shape, literal dimensions) and binds every size symbol from the first input
+// dimension that names it. sizes may be null when only the check is wanted;
+// otherwise it is cleared first.
+Status bind_sizes(const KernelDesc& k, const std::vector<TensorView>& inputs, SizeMap* sizes);
+
+// Shapes (C order) of k's outputs for the given sizes; errors on a symbol that
+// is not in sizes.
+Status output_shapes(const KernelDesc& k, const SizeMap& sizes,
+                     std::vector<std::vector<int64_t>>* shapes);
+
+// bind_sizes plus output checks (count, null, dtype, rank, exact shape, no
+// zero strides, no self-aliasing), Halide's 32-bit extent/stride limits, and
+// rejection of outputs whose memory overlaps an input or another output.
+Status validate_call(const KernelDesc& k, const std::vector<TensorView>& inputs,
+                     const std::vector<TensorView>& outputs, SizeMap* sizes_out = nullptr);
+
+// validate_call, then runs k.argv_fn on halide_buffer_t wrappers of the views.
+// A non-zero Halide return becomes an error naming the kernel and the code.
+Status call(const KernelDesc& k, const std::vector<TensorView>& inputs,
+            const std::vector<TensorView>& outputs);
+
+// "halide_error_code_<name>: <explanation>" for a halide_error_code_t value,
+// or "unknown Halide error" for anything else.
+std::string describe_halide_error(int code);
+
+}  // namespace attnc

@@ -1,0 +1,679 @@
+// Runtime implementation: descriptor checks, size binding, call validation and the Halide argv bridge.
+#include "attnc/runtime.h"
+
+#include <HalideRuntime.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstdlib>
+#include <limits>
+#include <stdexcept>
+#include <utility>
+
+namespace attnc {
+
+const char* dtype_name(DType dtype) {
+    switch (dtype) {
+    case DType::F32: return "f32";
+    case DType::I32: return "i32";
+    }
+    return "?";
+}
+
+size_t dtype_size(DType dtype) {
+    switch (dtype) {
+    case DType::F32: return 4;
+    case DType::I32: return 4;
+    }
+    return 0;
+}
+
+int64_t TensorView::numel() const {
+    int64_t n = 1;
+    for (int i = 0; i < rank && i < kMaxRank; ++i) {
+        if (shape[i] == 0) return 0;
+    }
+    for (int i = 0; i < rank && i < kMaxRank; ++i) {
+        // Saturate rather than overflow (UB) on nonsensical shapes; validation
+        // rejects those separately.
+        if (__builtin_mul_overflow(n, shape[i], &n)) return std::numeric_limits<int64_t>::max();
+    }
+    return n;
+}
+
+TensorView TensorView::contiguous(void* data, DType dtype, const std::vector<int64_t>& shape) {
+    if (shape.size() > static_cast<size_t>(kMaxRank)) {
+        throw std::invalid_argument("attnc::TensorView: rank " + std::to_string(shape.size()) +
+                                    " exceeds kMaxRank " + std::to_string(kMaxRank));
+    }
+    TensorView v;
+    v.data = data;
+    v.dtype = dtype;
+    v.rank = static_cast<int>(shape.size());
+    int64_t stride = 1;
+    for (int i = v.rank - 1; i >= 0; --i) {
+        v.shape[i] = shape[i];
+        v.strides[i] = stride;
+        // Zero-size dims would make every outer stride 0, which validate_call
+        // would treat as broadcasting; keep strides meaningful instead.
+        stride *= std::max<int64_t>(shape[i], 1);
+    }
+    return v;
+}
+
+TensorView TensorView::f32(float* data, const std::vector<int64_t>& shape) {
+    return contiguous(data, DType::F32, shape);
+}
+
+TensorView TensorView::i32(int32_t* data, const std::vector<int64_t>& shape) {
+    return contiguous(data, DType::I32, shape);
+}
+
+// ---------------------------------------------------------------------------
+// Registry
+
+Registry& Registry::global() {
+    // Function-local static so Registrars in other translation units can run
+    // before or after this one without static-initialisation-order problems.
+    static Registry* r = new Registry();  // never destroyed: registrars may outlive main's statics
+    return *r;
+}
+
+namespace {
+std::string_view target_of(const KernelDesc* d) {
+    return d->target ? std::string_view(d->target) : std::string_view();
+}
+std::string_view name_of(const KernelDesc* d) {
+    return d->name ? std::string_view(d->name) : std::string_view();
+}
+}  // namespace
+
+void Registry::add(const KernelDesc* d) {
+    if (d == nullptr) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& e : entries_) {
+        if (name_of(e) == name_of(d) && target_of(e) == target_of(d)) {
+            e = d;
+            return;
+        }
+    }
+    entries_.push_back(d);
+}
+
+const KernelDesc* Registry::find(std::string_view name, std::string_view target) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto* e : entries_) {
+        if (name_of(e) == name && target_of(e) == target) return e;
+    }
+    return nullptr;
+}
+
+std::vector<const KernelDesc*> Registry::list() const {
+    std::vector<const KernelDesc*> out;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        out = entries_;
+    }
+    std::sort(out.begin(), out.end(), [](const KernelDesc* a, const KernelDesc* b) {
+        if (name_of(a) != name_of(b)) return name_of(a) < name_of(b);
+        return target_of(a) < target_of(b);
+    });
+    return out;
+}
+
+Registrar::Registrar(const KernelDesc* d) { Registry::global().add(d); }
+
+// ---------------------------------------------------------------------------
+// Descriptor helpers
+
+namespace {
+
+struct Dim {
+    bool literal = false;
+    int64_t value = 0;       // when literal
+    std::string_view symbol;  // when !literal
+};
+
+bool parse_dim(const char* s, Dim* out) {
+    if (s == nullptr || *s == '\0') return false;
+    std::string_view sv(s);
+    if (std::isdigit(static_cast<unsigned char>(sv[0]))) {
+        int64_t v = 0;
+        for (char c : sv) {
+            if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+            if (__builtin_mul_overflow(v, int64_t{10}, &v) ||
+                __builtin_add_overflow(v, int64_t{c - '0'}, &v)) {
+                return false;
+            }
+        }
+        out->literal = true;
+        out->value = v;
+        return true;
+    }
+    if (!(std::isalpha(static_cast<unsigned char>(sv[0])) || sv[0] == '_')) return false;
+    for (char c : sv) {
+        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+    }
+    out->literal = false;
+    out->symbol = sv;
+    return true;
+}
+
+const char* kname(const KernelDesc& k) { return k.name ? k.name : "<unnamed kernel>"; }
+
+std::string pname(const ParamDesc& p) { return p.name ? p.name : "?"; }
+
+std::string label(const char* kind, const ParamDesc& p) {
+    return std::string(kind) + " '" + pname(p) + "'";
+}
+
+std::string dim_list(const ParamDesc& p) {
+    if (p.rank == 0) return "scalar";
+    std::string s;
+    for (int i = 0; i < p.rank; ++i) {
+        if (i) s += ", ";
+        s += p.dims[i];
+    }
+    return s;
+}
+
+std::string name_list(const ParamDesc* ps, int n) {
+    std::string s;
+    for (int i = 0; i < n; ++i) {
+        if (i) s += ", ";
+        s += pname(ps[i]);
+    }
+    return s;
+}
+
+Status check_params(const KernelDesc& k, const char* kind, const ParamDesc* ps, int n) {
+    if (n < 0 || (n > 0 && ps == nullptr)) {
+        return Status::Error(std::string(kname(k)) + ": malformed kernel descriptor: bad " + kind +
+                             " list");
+    }
+    for (int i = 0; i < n; ++i) {
+        const ParamDesc& p = ps[i];
+        if (p.name == nullptr) {
+            return Status::Error(std::string(kname(k)) + ": malformed kernel descriptor: " + kind +
+                                 " " + std::to_string(i) + " has no name");
+        }
+        if (p.rank < 0 || p.rank > kMaxRank || (p.rank > 0 && p.dims == nullptr)) {
+            return Status::Error(std::string(kname(k)) + ": malformed kernel descriptor: " +
+                                 label(kind, p) + " has rank " + std::to_string(p.rank) +
+                                 " (must be 0.." + std::to_string(kMaxRank) + " with dims)");
+        }
+        if (p.dtype != DType::F32 && p.dtype != DType::I32) {
+            return Status::Error(std::string(kname(k)) + ": malformed kernel descriptor: " +
+                                 label(kind, p) + " has an unknown dtype");
+        }
+        for (int d = 0; d < p.rank; ++d) {
+            Dim dim;
+            if (!parse_dim(p.dims[d], &dim)) {
+                return Status::Error(std::string(kname(k)) + ": malformed kernel descriptor: " +
+                                     label(kind, p) + " dimension " + std::to_string(d) + " is '" +
+                                     (p.dims[d] ? p.dims[d] : "<null>") +
+                                     "', expected a size symbol or a decimal integer");
+            }
+        }
+    }
+    return Status::Ok();
+}
+
+Status check_desc(const KernelDesc& k) {
+    if (k.name == nullptr) {
+        return Status::Error("attnc: malformed kernel descriptor: missing name");
+    }
+    Status s = check_params(k, "input", k.inputs, k.num_inputs);
+    if (!s.ok()) return s;
+    return check_params(k, "output", k.outputs, k.num_outputs);
+}
+
+Dim dim_of(const ParamDesc& p, int d) {
+    Dim dim;
+    parse_dim(p.dims[d], &dim);  // already validated by check_desc
+    return dim;
+}
+
+Status count_error(const KernelDesc& k, const char* kind, const ParamDesc* ps, int expected,
+                   size_t got) {
+    std::string msg = std::string(kname(k)) + ": expected " + std::to_string(expected) + " " +
+                      kind + (expected == 1 ? "" : "s");
+    if (expected > 0) msg += " (" + name_list(ps, expected) + ")";
+    msg += ", got " + std::to_string(got);
+    return Status::Error(msg);
+}
+
+// Checks every property of one view that does not depend on other tensors.
+// Shape values are checked by the caller because inputs bind them and outputs
+// are compared against them.
+Status check_view_basics(const KernelDesc& k, const char* kind, const ParamDesc& p,
+                         const TensorView& v) {
+    const std::string who = std::string(kname(k)) + ": " + label(kind, p);
+    if (v.rank < 0 || v.rank > kMaxRank) {
+        return Status::Error(who + " has invalid rank " + std::to_string(v.rank) + " (must be 0.." +
+                             std::to_string(kMaxRank) + ")");
+    }
+    if (v.dtype != p.dtype) {
+        return Status::Error(who + " has dtype " + dtype_name(v.dtype) + ", expected " +
+                             dtype_name(p.dtype));
+    }
+    if (v.rank != p.rank) {
+        return Status::Error(who + " has rank " + std::to_string(v.rank) + ", expected " +
+                             std::to_string(p.rank) + " (" + dim_list(p) + ")");
+    }
+    for (int d = 0; d < v.rank; ++d) {
+        if (v.shape[d] < 0) {
+            Dim dim = dim_of(p, d);
+            std::string sym = dim.literal ? "" : " (" + std::string(dim.symbol) + ")";
+            return Status::Error(who + " dimension " + std::to_string(d) + sym + " is " +
+                                 std::to_string(v.shape[d]) + "; sizes must be non-negative");
+        }
+    }
+    // An empty tensor is never dereferenced, and std::vector<T>{}.data() is
+    // commonly null, so only non-empty tensors must have storage. call()
+    // substitutes a dummy pointer because Halide treats null host pointers as
+    // bounds queries.
+    if (v.data == nullptr && v.numel() != 0) {
+        return Status::Error(who + " has a null data pointer");
+    }
+    return Status::Ok();
+}
+
+// Halide's halide_dimension_t stores min/extent/stride as int32.
+Status check_halide_limits(const KernelDesc& k, const char* kind, const ParamDesc& p,
+                           const TensorView& v) {
+    constexpr int64_t lo = std::numeric_limits<int32_t>::min();
+    constexpr int64_t hi = std::numeric_limits<int32_t>::max();
+    for (int d = 0; d < v.rank; ++d) {
+        if (v.shape[d] > hi) {
+            return Status::Error(std::string(kname(k)) + ": " + label(kind, p) + " dimension " +
+                                 std::to_string(d) + " has extent " + std::to_string(v.shape[d]) +
+                                 ", which exceeds Halide's 32-bit limit");
+        }
+        if (v.strides[d] < lo || v.strides[d] > hi) {
+            return Status::Error(std::string(kname(k)) + ": " + label(kind, p) + " dimension " +
+                                 std::to_string(d) + " has stride " +
+                                 std::to_string(v.strides[d]) +
+                                 ", which exceeds Halide's 32-bit limit");
+        }
+    }
+    return Status::Ok();
+}
+
+// 128-bit so span arithmetic is exact for any int32-limited view (8 dims of
+// 2^31 * 2^31 overflow int64); __extension__ keeps -Wpedantic quiet.
+__extension__ typedef __int128 i128;
+
+// Byte range [begin, end) that a view can touch; empty for zero-size views.
+struct Span {
+    bool empty = true;
+    i128 begin = 0, end = 0;
+};
+
+Span span_of(const TensorView& v) {
+    Span s;
+    if (v.numel() == 0) return s;
+    i128 lo = 0, hi = 0;
+    for (int d = 0; d < v.rank; ++d) {
+        i128 reach = static_cast<i128>(v.shape[d] - 1) * v.strides[d];
+        if (reach < 0) lo += reach; else hi += reach;
+    }
+    const i128 es = static_cast<i128>(dtype_size(v.dtype));
+    const i128 base = static_cast<i128>(reinterpret_cast<uintptr_t>(v.data));
+    s.empty = false;
+    s.begin = base + lo * es;
+    s.end = base + (hi + 1) * es;
+    return s;
+}
+
+bool overlaps(const Span& a, const Span& b) {
+    return !a.empty && !b.empty && a.begin < b.end && b.begin < a.end;
+}
+
+// Sufficient condition for distinct indices to map to distinct elements:
+// sorted by |stride|, each stride must step past everything the smaller
+// dimensions can reach. Exotic interleaved layouts that are technically
+// injective are rejected too, which is the safe direction for outputs.
+bool self_aliases(const TensorView& v) {
+    std::vector<std::pair<int64_t, int64_t>> dims;  // (|stride|, extent)
+    for (int d = 0; d < v.rank; ++d) {
+        if (v.shape[d] > 1) dims.emplace_back(std::llabs(v.strides[d]), v.shape[d]);
+    }
+    std::sort(dims.begin(), dims.end());
+    i128 reach = 0;
+    for (const auto& [stride, extent] : dims) {
+        if (stride <= reach) return true;
+        reach += static_cast<i128>(stride) * (extent - 1);
+    }
+    return false;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Validation
+
+Status bind_sizes(const KernelDesc& k, const std::vector<TensorView>& inputs, SizeMap* sizes) {
+    Status s = check_desc(k);
+    if (!s.ok()) return s;
+    if (inputs.size() != static_cast<size_t>(k.num_inputs)) {
+        return count_error(k, "input", k.inputs, k.num_inputs, inputs.size());
+    }
+
+    struct Binding {
+        int64_t value;
+        int input;
+        int dim;
+    };
+    std::map<std::string, Binding, std::less<>> bound;
+
+    for (int i = 0; i < k.num_inputs; ++i) {
+        const ParamDesc& p = k.inputs[i];
+        const TensorView& v = inputs[i];
+        s = check_view_basics(k, "input", p, v);
+        if (!s.ok()) return s;
+        for (int d = 0; d < p.rank; ++d) {
+            const Dim dim = dim_of(p, d);
+            const std::string where = std::string(kname(k)) + ": input '" + pname(p) +
+                                      "' dimension " + std::to_string(d);
+            if (dim.literal) {
+                if (v.shape[d] != dim.value) {
+                    return Status::Error(where + " is " + std::to_string(v.shape[d]) +
+                                         ", expected " + std::to_string(dim.value));
+                }
+                continue;
+            }
+            auto it = bound.find(dim.symbol);
+            if (it == bound.end()) {
+                bound.emplace(std::string(dim.symbol), Binding{v.shape[d], i, d});
+            } else if (it->second.value != v.shape[d]) {
+                const Binding& b = it->second;
+                return Status::Error(where + " (" + std::string(dim.symbol) + ") is " +
+                                     std::to_string(v.shape[d]) + ", but '" +
+                                     pname(k.inputs[b.input]) + "' dimension " +
+                                     std::to_string(b.dim) + " set " + std::string(dim.symbol) +
+                                     " = " + std::to_string(b.value));
+            }
+        }
+    }
+    if (sizes) {
+        sizes->clear();
+        for (const auto& [name, b] : bound) (*sizes)[name] = b.value;
+    }
+    return Status::Ok();
+}
+
+Status output_shapes(const KernelDesc& k, const SizeMap& sizes,
+                     std::vector<std::vector<int64_t>>* shapes) {
+    Status s = check_desc(k);
+    if (!s.ok()) return s;
+    std::vector<std::vector<int64_t>> out(static_cast<size_t>(k.num_outputs));
+    for (int o = 0; o < k.num_outputs; ++o) {
+        const ParamDesc& p = k.outputs[o];
+        for (int d = 0; d < p.rank; ++d) {
+            const Dim dim = dim_of(p, d);
+            if (dim.literal) {
+                out[o].push_back(dim.value);
+                continue;
+            }
+            auto it = sizes.find(std::string(dim.symbol));
+            if (it == sizes.end()) {
+                return Status::Error(std::string(kname(k)) + ": output '" + pname(p) +
+                                     "' dimension " + std::to_string(d) + " uses size '" +
+                                     std::string(dim.symbol) + "', which no input binds");
+            }
+            out[o].push_back(it->second);
+        }
+    }
+    if (shapes) *shapes = std::move(out);
+    return Status::Ok();
+}
+
+Status validate_call(const KernelDesc& k, const std::vector<TensorView>& inputs,
+                     const std::vector<TensorView>& outputs, SizeMap* sizes_out) {
+    SizeMap sizes;
+    Status s = bind_sizes(k, inputs, &sizes);
+    if (!s.ok()) return s;
+    std::vector<std::vector<int64_t>> expected;
+    s = output_shapes(k, sizes, &expected);
+    if (!s.ok()) return s;
+    for (int i = 0; i < k.num_inputs; ++i) {
+        s = check_halide_limits(k, "input", k.inputs[i], inputs[i]);
+        if (!s.ok()) return s;
+    }
+    if (outputs.size() != static_cast<size_t>(k.num_outputs)) {
+        return count_error(k, "output", k.outputs, k.num_outputs, outputs.size());
+    }
+
+    for (int o = 0; o < k.num_outputs; ++o) {
+        const ParamDesc& p = k.outputs[o];
+        const TensorView& v = outputs[o];
+        s = check_view_basics(k, "output", p, v);
+        if (!s.ok()) return s;
+        const std::string who = std::string(kname(k)) + ": output '" + pname(p) + "'";
+        for (int d = 0; d < p.rank; ++d) {
+            if (v.shape[d] == expected[o][d]) continue;
+            const Dim dim = dim_of(p, d);
+            std::string sym = dim.literal ? "" : " (" + std::string(dim.symbol) + ")";
+            return Status::Error(who + " dimension " + std::to_string(d) + sym + " is " +
+                                 std::to_string(v.shape[d]) + ", expected " +
+                                 std::to_string(expected[o][d]));
+        }
+        // Before the alias check, which relies on strides being int32-sized.
+        s = check_halide_limits(k, "output", p, v);
+        if (!s.ok()) return s;
+        // Extent-1 dimensions never step, so their stride is irrelevant.
+        for (int d = 0; d < p.rank; ++d) {
+            if (v.strides[d] == 0 && v.shape[d] > 1) {
+                return Status::Error(who + " dimension " + std::to_string(d) +
+                                     " has stride 0; outputs cannot be broadcast");
+            }
+        }
+        if (v.numel() > 0 && self_aliases(v)) {
+            return Status::Error(who +
+                                 " has strides that make distinct elements share memory; outputs "
+                                 "must not alias themselves");
+        }
+    }
+
+    // Halide kernels read inputs while writing outputs, possibly tiled and in
+    // parallel, so any shared byte is a potential wrong result. Ranges are
+    // compared conservatively (bounding byte intervals).
+    std::vector<Span> in_spans, out_spans;
+    for (const auto& v : inputs) in_spans.push_back(span_of(v));
+    for (const auto& v : outputs) out_spans.push_back(span_of(v));
+    for (int o = 0; o < k.num_outputs; ++o) {
+        for (int i = 0; i < k.num_inputs; ++i) {
+            if (overlaps(out_spans[o], in_spans[i])) {
+                return Status::Error(std::string(kname(k)) + ": output '" + pname(k.outputs[o]) +
+                                     "' overlaps input '" + pname(k.inputs[i]) +
+                                     "' in memory; outputs must not alias inputs");
+            }
+        }
+        for (int o2 = 0; o2 < o; ++o2) {
+            if (overlaps(out_spans[o], out_spans[o2])) {
+                return Status::Error(std::string(kname(k)) + ": output '" + pname(k.outputs[o]) +
+                                     "' overlaps output '" + pname(k.outputs[o2]) +
+                                     "' in memory; outputs must not alias each other");
+            }
+        }
+    }
+
+    if (sizes_out) *sizes_out = std::move(sizes);
+    return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------
+// Invocation
+
+std::string describe_halide_error(int code) {
+    struct Entry {
+        int code;
+        const char* name;
+        const char* what;
+    };
+    static const Entry kTable[] = {
+        {halide_error_code_success, "success", "no error"},
+        {halide_error_code_generic_error, "generic_error",
+         "uncategorized error; see the message passed to halide_error"},
+        {halide_error_code_explicit_bounds_too_small, "explicit_bounds_too_small",
+         "an explicit Func::bound is smaller than the region the pipeline uses"},
+        {halide_error_code_bad_type, "bad_type",
+         "a buffer's element type does not match the kernel parameter's type"},
+        {halide_error_code_access_out_of_bounds, "access_out_of_bounds",
+         "the pipeline would access memory outside a buffer passed in"},
+        {halide_error_code_buffer_allocation_too_large, "buffer_allocation_too_large",
+         "a buffer spans more than 2 GB of memory (compile with the large_buffers feature)"},
+        {halide_error_code_buffer_extents_too_large, "buffer_extents_too_large",
+         "a buffer's extents multiply to more than 2^31-1 elements"},
+        {halide_error_code_constraints_make_required_region_smaller,
+         "constraints_make_required_region_smaller",
+         "buffer constraints shrink a buffer below the region the pipeline accesses"},
+        {halide_error_code_constraint_violated, "constraint_violated",
+         "a buffer's size or stride does not meet a constraint baked into the kernel (e.g. a "
+         "required dense innermost stride or fixed extent)"},
+        {halide_error_code_param_too_small, "param_too_small",
+         "a scalar parameter is below its declared minimum"},
+        {halide_error_code_param_too_large, "param_too_large",
+         "a scalar parameter is above its declared maximum"},
+        {halide_error_code_out_of_memory, "out_of_memory", "halide_malloc returned NULL"},
+        {halide_error_code_buffer_argument_is_null, "buffer_argument_is_null",
+         "a halide_buffer_t argument was NULL"},
+        {halide_error_code_debug_to_file_failed, "debug_to_file_failed",
+         "debug_to_file could not open or write its file"},
+        {halide_error_code_copy_to_host_failed, "copy_to_host_failed",
+         "copying from device to host failed"},
+        {halide_error_code_copy_to_device_failed, "copy_to_device_failed",
+         "copying from host to device failed"},
+        {halide_error_code_device_malloc_failed, "device_malloc_failed",
+         "allocating device memory failed"},
+        {halide_error_code_device_sync_failed, "device_sync_failed",
+         "synchronizing with the device failed"},
+        {halide_error_code_device_free_failed, "device_free_failed",
+         "freeing a device allocation failed"},
+        {halide_error_code_no_device_interface, "no_device_interface",
+         "a buffer has a device handle but no device interface"},
+        {halide_error_code_unimplemented, "unimplemented",
+         "this part of the Halide runtime is not implemented on this platform"},
+        {halide_error_code_symbol_not_found, "symbol_not_found",
+         "a runtime symbol (e.g. a GPU driver function) could not be loaded"},
+        {halide_error_code_internal_error, "internal_error", "a bug in the Halide compiler"},
+        {halide_error_code_device_run_failed, "device_run_failed",
+         "launching a device kernel failed"},
+        {halide_error_code_unaligned_host_ptr, "unaligned_host_ptr",
+         "a host pointer violates the alignment the kernel was compiled to assume"},
+        {halide_error_code_bad_fold, "bad_fold",
+         "fold_storage used on a dimension that is not accessed monotonically"},
+        {halide_error_code_fold_factor_too_small, "fold_factor_too_small",
+         "fold_storage factor is too small for the values the consumer needs"},
+        {halide_error_code_requirement_failed, "requirement_failed",
+         "a require() expression in the kernel was not satisfied"},
+        {halide_error_code_buffer_extents_negative, "buffer_extents_negative",
+         "a buffer has a negative extent"},
+        {halide_error_code_gpu_device_error, "gpu_device_error", "a GPU backend API call failed"},
+        {halide_error_code_trace_failed, "trace_failed", "recording trace packets failed"},
+        {halide_error_code_specialize_fail, "specialize_fail",
+         "a specialize_fail() schedule branch was taken at run time"},
+        {halide_error_code_device_wrap_native_failed, "device_wrap_native_failed",
+         "wrapping a native device handle failed"},
+        {halide_error_code_device_detach_native_failed, "device_detach_native_failed",
+         "detaching a native device handle failed"},
+        {halide_error_code_host_is_null, "host_is_null",
+         "a buffer has a null host pointer but the pipeline uses it on the host"},
+        {halide_error_code_bad_extern_fold, "bad_extern_fold",
+         "a folded buffer passed to an extern stage wraps around the fold"},
+        {halide_error_code_device_interface_no_device, "device_interface_no_device",
+         "a buffer has a device interface but no device handle"},
+        {halide_error_code_host_and_device_dirty, "host_and_device_dirty",
+         "a buffer has both host and device dirty bits set"},
+        {halide_error_code_buffer_is_null, "buffer_is_null",
+         "a NULL halide_buffer_t was passed to a runtime routine"},
+        {halide_error_code_device_buffer_copy_failed, "device_buffer_copy_failed",
+         "copying between buffers failed"},
+        {halide_error_code_device_crop_unsupported, "device_crop_unsupported",
+         "the device interface cannot crop or slice a device buffer"},
+        {halide_error_code_device_crop_failed, "device_crop_failed",
+         "cropping or slicing a buffer failed"},
+        {halide_error_code_incompatible_device_interface, "incompatible_device_interface",
+         "a buffer is already allocated on a different device interface"},
+        {halide_error_code_bad_dimensions, "bad_dimensions",
+         "a buffer's dimension count does not match the kernel parameter's"},
+        {halide_error_code_device_dirty_with_no_device_support,
+         "device_dirty_with_no_device_support",
+         "a device-dirty buffer was passed to a kernel compiled without device support"},
+        {halide_error_code_storage_bound_too_small, "storage_bound_too_small",
+         "an explicit storage bound is too small for the values produced"},
+        {halide_error_code_split_factor_not_positive, "split_factor_not_positive",
+         "a loop split factor was zero or negative at run time"},
+        {halide_error_code_vscale_invalid, "vscale_invalid",
+         "the CPU's scalable-vector length differs from the one compiled for"},
+        {halide_error_code_cannot_profile_pipeline, "cannot_profile_pipeline",
+         "profiling the pipeline invocation failed"},
+    };
+    for (const auto& e : kTable) {
+        if (e.code == code) return std::string("halide_error_code_") + e.name + ": " + e.what;
+    }
+    return "unknown Halide error";
+}
+
+namespace {
+halide_type_t halide_type_of(DType dtype) {
+    switch (dtype) {
+    case DType::F32: return halide_type_t(halide_type_float, 32, 1);
+    case DType::I32: return halide_type_t(halide_type_int, 32, 1);
+    }
+    return halide_type_t();
+}
+
+// Backing for empty tensors whose data pointer is null: Halide interprets a
+// buffer with host == nullptr and device == 0 as a bounds query and would
+// silently skip the computation. Nothing is ever read or written through it.
+alignas(128) unsigned char g_empty_storage[128];
+
+void fill_buffer(const TensorView& v, halide_buffer_t* buf, halide_dimension_t* dims) {
+    for (int d = 0; d < v.rank; ++d) {
+        const int c = v.rank - 1 - d;  // Halide dim 0 is the innermost (last C) dimension
+        dims[d].min = 0;
+        dims[d].extent = static_cast<int32_t>(v.shape[c]);
+        dims[d].stride = static_cast<int32_t>(v.strides[c]);
+        dims[d].flags = 0;
+    }
+    buf->device = 0;
+    buf->device_interface = nullptr;
+    buf->host = static_cast<uint8_t*>(v.data ? v.data : g_empty_storage);
+    buf->flags = 0;
+    buf->type = halide_type_of(v.dtype);
+    buf->dimensions = v.rank;
+    buf->dim = dims;
+    buf->padding = nullptr;
+}
+}  // namespace
+
+Status call(const KernelDesc& k, const std::vector<TensorView>& inputs,
+            const std::vector<TensorView>& outputs) {
+    Status s = validate_call(k, inputs, outputs);
+    if (!s.ok()) return s;
+    if (k.argv_fn == nullptr) {
+        return Status::Error(std::string(kname(k)) + ": kernel descriptor has no entry point");
+    }
+
+    const size_t n = inputs.size() + outputs.size();
+    std::vector<halide_buffer_t> bufs(n);
+    std::vector<std::array<halide_dimension_t, kMaxRank>> dims(n);
+    std::vector<void*> args(n);
+    for (size_t i = 0; i < n; ++i) {
+        const TensorView& v = i < inputs.size() ? inputs[i] : outputs[i - inputs.size()];
+        fill_buffer(v, &bufs[i], dims[i].data());
+        args[i] = &bufs[i];
+    }
+
+    const int rc = k.argv_fn(args.data());
+    if (rc != 0) {
+        return Status::Error(std::string(kname(k)) + ": kernel failed with Halide error " +
+                             std::to_string(rc) + " (" + describe_halide_error(rc) + ")");
+    }
+    return Status::Ok();
+}
+
+}  // namespace attnc

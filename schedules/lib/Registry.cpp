@@ -1,0 +1,37 @@
+// The schedule registry: picks the best rule that applies, with the generic rule as fallback.
+#include "attnc/Schedule.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace attnc {
+
+const std::vector<std::unique_ptr<ScheduleRule>>& scheduleRules() {
+  static const std::vector<std::unique_ptr<ScheduleRule>> rules = [] {
+    std::vector<std::unique_ptr<ScheduleRule>> r;
+    r.push_back(makeCpuDenseRule());
+    r.push_back(makeCpuGenericRule());
+    std::stable_sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a->priority() > b->priority(); });
+    return r;
+  }();
+  return rules;
+}
+
+std::string applySchedule(LoweredKernel& k, const Halide::Target& t, const std::string& choice) {
+  if (choice == "none") return "none";
+  for (const auto& r : scheduleRules()) {
+    if (choice != "auto" && r->name() != choice) continue;
+    if (!r->applies(k, t)) {
+      if (choice == "auto") continue;
+      throw std::runtime_error("schedule '" + choice + "' does not apply to kernel '" + k.name + "' for target " + t.to_string());
+    }
+    r->apply(k, t);
+    return r->name();
+  }
+  if (choice == "auto") throw std::runtime_error("no schedule applies to kernel '" + k.name + "' for target " + t.to_string());
+  std::string names;
+  for (const auto& r : scheduleRules()) names += (names.empty() ? "" : ", ") + r->name();
+  throw std::runtime_error("unknown schedule '" + choice + "' (expected none, auto, " + names + ")");
+}
+
+} // namespace attnc

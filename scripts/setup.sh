@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs every attnc dependency that is missing (Debian packages as root, Python ones into .venv); idempotent.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+apt_pkgs=(llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools libgtest-dev ninja-build ccache
+          g++ python3-venv zlib1g-dev libzstd-dev libedit-dev libcurl4-openssl-dev libxml2-dev)
+missing=()
+for p in "${apt_pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# python3-venv is only needed when the interpreter lacks ensurepip (Debian's python3 does; pyenv's does not).
+if [ ${#missing[@]} -gt 0 ] && [ "${missing[*]}" = "python3-venv" ] && python3 -c 'import ensurepip' 2>/dev/null; then
+  missing=()
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  sudo_cmd=()
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null || { echo "setup: error: need root (or sudo) to install ${missing[*]}" >&2; exit 1; }
+    sudo_cmd=(sudo)
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+req=scripts/requirements.txt
+stamp=.venv/.attnc-requirements
+if [ ! -f "$stamp" ] || ! cmp -s "$req" "$stamp"; then
+  echo "setup: creating .venv from $req"
+  [ -x .venv/bin/python ] || python3 -m venv .venv
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r "$req"
+  cp "$req" "$stamp"
+fi
+echo "setup: ok"

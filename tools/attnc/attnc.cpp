@@ -1,0 +1,185 @@
+// attnc: compiles a .attn kernel and prints or writes any stage (ast, mlir, halide, stmt, llvm, asm, obj, lib).
+#include "attnc/Driver.h"
+#include "attnc/Schedule.h"
+
+#include "mlir/IR/AsmState.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cctype>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <unistd.h>
+
+namespace {
+
+const char* kUsage =
+    "usage: attnc FILE.attn [options]\n"
+    "  --emit=ast|mlir|halide|stmt|llvm|asm|obj|lib   stage to print or write (default: mlir)\n"
+    "  -o PATH           output file (obj) or prefix (lib: PATH.a, PATH.h, PATH.attnc.h); default stdout\n"
+    "  --target=T        'host' (default) or a Halide target string, e.g. x86-64-linux-avx2-fma\n"
+    "  --schedule=S      auto (default), none, or a rule name (cpu-dense, cpu-generic)\n"
+    "  --kernel=NAME     kernel to compile when the file has several\n"
+    "  --function-name=F C symbol of the compiled kernel (default: the kernel name)\n"
+    "  -D NAME=VALUE     override a kernel constant\n";
+
+int fail(const std::string& msg) {
+  std::cerr << "error: " << msg << "\n";
+  return 1;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Writes through a temporary file and a rename so an interrupted run never leaves half a file.
+bool writeFileAtomically(const std::string& path, const std::string& data, std::string* err) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    if (!out || !(out << data) || !(out.flush())) {
+      *err = "cannot write '" + path + "'";
+      std::remove(tmp.c_str());
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    *err = "cannot write '" + path + "'";
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  std::string input, emit = "mlir", outPath, targetStr = "host", schedule = "auto", kernelName, fnName;
+  attnc::dsl::SemaOptions sema;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const std::string& flag) -> std::string {
+      if (a.size() > flag.size() && a.compare(0, flag.size() + 1, flag + "=") == 0) return a.substr(flag.size() + 1);
+      return {};
+    };
+    if (a == "-h" || a == "--help") {
+      std::cout << kUsage;
+      return 0;
+    } else if (a.rfind("--emit=", 0) == 0) {
+      emit = value("--emit");
+    } else if (a.rfind("--target=", 0) == 0) {
+      targetStr = value("--target");
+    } else if (a.rfind("--schedule=", 0) == 0) {
+      schedule = value("--schedule");
+    } else if (a.rfind("--kernel=", 0) == 0) {
+      kernelName = value("--kernel");
+    } else if (a.rfind("--function-name=", 0) == 0) {
+      fnName = value("--function-name");
+      bool ok = !fnName.empty() && !std::isdigit((unsigned char)fnName[0]);
+      for (char c : fnName) ok &= std::isalnum((unsigned char)c) || c == '_';
+      if (!ok) return fail("--function-name must be a C identifier, got '" + fnName + "'");
+    } else if (a == "-o") {
+      if (++i >= argc) return fail("-o needs a path");
+      outPath = argv[i];
+    } else if (a == "-D" || a.rfind("-D", 0) == 0) {
+      std::string def = a == "-D" ? (++i < argc ? argv[i] : "") : a.substr(2);
+      size_t eq = def.find('=');
+      if (def.empty() || eq == std::string::npos || eq == 0)
+        return fail("-D expects NAME=VALUE, got '" + def + "'");
+      sema.defines.emplace_back(def.substr(0, eq), def.substr(eq + 1));
+    } else if (!a.empty() && a[0] == '-') {
+      return fail("unknown option '" + a + "'\n" + kUsage);
+    } else if (input.empty()) {
+      input = a;
+    } else {
+      return fail("more than one input file ('" + input + "' and '" + a + "')");
+    }
+  }
+  static const char* kEmits[] = {"ast", "mlir", "halide", "stmt", "llvm", "asm", "obj", "lib"};
+  bool knownEmit = false;
+  for (const char* e : kEmits) knownEmit |= emit == e;
+  if (!knownEmit) return fail("unknown --emit value '" + emit + "' (expected ast, mlir, halide, stmt, llvm, asm, obj or lib)");
+  if (input.empty()) return fail(std::string("no input file\n") + kUsage);
+  if ((emit == "obj" || emit == "lib") && outPath.empty()) return fail("--emit=" + emit + " needs -o PATH");
+  if (!outPath.empty() && outPath == input) return fail("refusing to overwrite the input file '" + input + "'");
+
+  attnc::FrontEnd fe;
+  if (!attnc::runFrontEnd(input, sema, std::cerr, &fe)) return 1;
+  if (emit == "ast") {
+    attnc::dsl::printModule(std::cout, *fe.module);
+    return 0;
+  }
+
+  mlir::MLIRContext ctx;
+  auto module = attnc::generateMLIR(ctx, fe, std::cerr);
+  if (!module) return 1;
+  if (emit == "mlir") {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    module->print(os, mlir::OpPrintingFlags().enableDebugInfo(false));
+    std::cout << s;
+    return 0;
+  }
+
+  Halide::Target target;
+  std::string err;
+  if (!attnc::parseTarget(targetStr, &target, &err)) return fail(err);
+  attnc::attn::KernelOp kernel = attnc::selectKernel(*module, kernelName, std::cerr);
+  if (!kernel) return 1;
+
+  try {
+    attnc::LoweredKernel lk = attnc::lowerToHalide(kernel);
+    if (!fnName.empty()) lk.name = fnName;
+    if (emit == "halide") {
+      std::cout << attnc::printAlgorithm(lk);
+      return 0;
+    }
+    std::string applied = attnc::applySchedule(lk, target, schedule);
+    Halide::Pipeline p = lk.pipeline();
+    std::vector<Halide::Argument> args = lk.arguments();
+    char tmpl[] = "/tmp/attnc.XXXXXX";
+    if (!mkdtemp(tmpl)) return fail("cannot create a temporary directory");
+    std::string tmp = tmpl;
+    auto cleanup = [&] { std::system(("rm -rf '" + tmp + "'").c_str()); };
+
+    if (emit == "stmt" || emit == "llvm" || emit == "asm") {
+      std::string f = tmp + "/out";
+      if (emit == "stmt") p.compile_to_lowered_stmt(f, args, Halide::StmtOutputFormat::Text, target);
+      else if (emit == "llvm") p.compile_to_llvm_assembly(f, args, lk.name, target);
+      else p.compile_to_assembly(f, args, lk.name, target);
+      std::string text = "# schedule: " + applied + "\n" + slurp(f);
+      if (emit != "stmt") text = slurp(f);
+      cleanup();
+      if (outPath.empty()) {
+        std::cout << text;
+        return 0;
+      }
+      return writeFileAtomically(outPath, text, &err) ? 0 : fail(err);
+    }
+    if (emit == "obj") {
+      std::string f = tmp + "/out.o";
+      p.compile_to_object(f, args, lk.name, target);
+      bool ok = writeFileAtomically(outPath, slurp(f), &err);
+      cleanup();
+      return ok ? 0 : fail(err);
+    }
+    // lib: <prefix>.a (kernel + Halide runtime), <prefix>.h (Halide's C API), <prefix>.attnc.h.
+    std::string base = outPath.substr(outPath.find_last_of('/') + 1);
+    p.compile_to_static_library(tmp + "/" + base, args, lk.name, target);
+    std::string header = slurp(tmp + "/" + base + ".h");
+    std::string desc = attnc::runtimeDescriptorHeader(lk, base + ".h", targetStr, target, input);
+    bool ok = writeFileAtomically(outPath + ".a", slurp(tmp + "/" + base + ".a"), &err) &&
+              writeFileAtomically(outPath + ".h", header, &err) &&
+              writeFileAtomically(outPath + ".attnc.h", desc, &err);
+    cleanup();
+    return ok ? 0 : fail(err);
+  } catch (const Halide::Error& e) {
+    return fail(std::string("Halide: ") + e.what());
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+}
