@@ -1,2 +1,201 @@
-#include <cstdio>
-int main(){return 0;}
+// attn-run: JIT-compiles a .attn kernel through Halide and runs it on float32/int32 .npy files.
+#include "attnc/Driver.h"
+#include "attnc/Schedule.h"
+#include "attnc/npy.h"
+#include "attnc/runtime.h"
+
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <sys/stat.h>
+
+namespace {
+
+const char* kUsage =
+    "usage: attn-run FILE.attn --input NAME=IN.npy ... [--output NAME=OUT.npy ...] [options]\n"
+    "  --target=T     'host' (default) or a Halide CPU target string\n"
+    "  --schedule=S   auto (default), none, or a rule name\n"
+    "  --kernel=NAME  kernel to run when the file has several\n"
+    "  -D NAME=VALUE  override a kernel constant\n"
+    "Inputs must be little-endian, C-order float32 or int32 arrays. Every output is summarised;\n"
+    "those named with --output are written.\n";
+
+int fail(const std::string& msg) {
+  std::cerr << "error: " << msg << "\n";
+  return 1;
+}
+
+bool splitAssign(const std::string& s, std::string* name, std::string* path) {
+  size_t eq = s.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == s.size()) return false;
+  *name = s.substr(0, eq);
+  *path = s.substr(eq + 1);
+  return true;
+}
+
+bool samePath(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  if (stat(a.c_str(), &sa) != 0 || stat(b.c_str(), &sb) != 0) return a == b;
+  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+// A Halide buffer over caller memory; Halide's dimension 0 is the innermost (last C) one.
+Halide::Buffer<> wrap(attnc::TensorView& t) {
+  std::vector<halide_dimension_t> dims(t.rank);
+  for (int d = 0; d < t.rank; ++d) {
+    int c = t.rank - 1 - d;
+    dims[d] = halide_dimension_t(0, (int32_t)t.shape[c], (int32_t)t.strides[c]);
+  }
+  halide_type_t ty = t.dtype == attnc::DType::F32 ? halide_type_t(halide_type_float, 32) : halide_type_t(halide_type_int, 32);
+  return Halide::Buffer<>(ty, t.data, t.rank, dims.data());
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  std::string input, targetStr = "host", schedule = "auto", kernelName;
+  std::vector<std::pair<std::string, std::string>> ins, outs;
+  attnc::dsl::SemaOptions sema;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string { return ++i < argc ? argv[i] : ""; };
+    std::string name, path;
+    if (a == "-h" || a == "--help") {
+      std::cout << kUsage;
+      return 0;
+    } else if (a == "--input" || a.rfind("--input=", 0) == 0) {
+      std::string v = a == "--input" ? next() : a.substr(8);
+      if (!splitAssign(v, &name, &path)) return fail("--input expects NAME=FILE.npy, got '" + v + "'");
+      ins.emplace_back(name, path);
+    } else if (a == "--output" || a.rfind("--output=", 0) == 0) {
+      std::string v = a == "--output" ? next() : a.substr(9);
+      if (!splitAssign(v, &name, &path)) return fail("--output expects NAME=FILE.npy, got '" + v + "'");
+      outs.emplace_back(name, path);
+    } else if (a.rfind("--target=", 0) == 0) {
+      targetStr = a.substr(9);
+    } else if (a.rfind("--schedule=", 0) == 0) {
+      schedule = a.substr(11);
+    } else if (a.rfind("--kernel=", 0) == 0) {
+      kernelName = a.substr(9);
+    } else if (a.rfind("-D", 0) == 0) {
+      std::string def = a == "-D" ? next() : a.substr(2);
+      if (!splitAssign(def, &name, &path)) return fail("-D expects NAME=VALUE, got '" + def + "'");
+      sema.defines.emplace_back(name, path);
+    } else if (!a.empty() && a[0] == '-') {
+      return fail("unknown option '" + a + "'\n" + kUsage);
+    } else if (input.empty()) {
+      input = a;
+    } else {
+      return fail("more than one kernel file ('" + input + "' and '" + a + "')");
+    }
+  }
+  if (input.empty()) return fail(std::string("no kernel file\n") + kUsage);
+
+  attnc::FrontEnd fe;
+  if (!attnc::runFrontEnd(input, sema, std::cerr, &fe)) return 1;
+  mlir::MLIRContext ctx;
+  auto module = attnc::generateMLIR(ctx, fe, std::cerr);
+  if (!module) return 1;
+  attnc::attn::KernelOp kernel = attnc::selectKernel(*module, kernelName, std::cerr);
+  if (!kernel) return 1;
+  Halide::Target target;
+  std::string err;
+  if (!attnc::parseTarget(targetStr, &target, &err)) return fail(err);
+  if (target.has_gpu_feature()) return fail("attn-run runs CPU targets only; '" + targetStr + "' needs a GPU runtime");
+
+  try {
+    attnc::LoweredKernel lk = attnc::lowerToHalide(kernel);
+    // A runtime descriptor of the kernel gives attn-run the same shape checks as AOT calls.
+    std::vector<std::vector<const char*>> dimPtrs;
+    std::vector<attnc::ParamDesc> inDesc, outDesc;
+    dimPtrs.reserve(lk.inputs.size() + lk.outputNames.size());
+    for (auto& p : lk.inputs) {
+      dimPtrs.emplace_back();
+      for (auto& d : p.dims) dimPtrs.back().push_back(d.c_str());
+      inDesc.push_back({p.name.c_str(), p.isFloat ? attnc::DType::F32 : attnc::DType::I32, (int)p.dims.size(), dimPtrs.back().data()});
+    }
+    for (size_t i = 0; i < lk.outputNames.size(); ++i) {
+      dimPtrs.emplace_back();
+      for (auto& d : lk.outputDims[i]) dimPtrs.back().push_back(d.c_str());
+      outDesc.push_back({lk.outputNames[i].c_str(), lk.outputIsFloat[i] ? attnc::DType::F32 : attnc::DType::I32,
+                         (int)lk.outputDims[i].size(), dimPtrs.back().data()});
+    }
+    attnc::KernelDesc desc{lk.name.c_str(), targetStr.c_str(), (int)inDesc.size(), inDesc.data(),
+                           (int)outDesc.size(), outDesc.data(), nullptr};
+
+    std::map<std::string, std::string> inPaths, outPaths;
+    for (auto& [n, p] : ins) {
+      bool known = false;
+      for (auto& kp : lk.inputs) known |= kp.name == n;
+      if (!known) return fail("kernel '" + lk.name + "' has no input named '" + n + "'");
+      if (!inPaths.emplace(n, p).second) return fail("input '" + n + "' is given twice");
+    }
+    for (auto& [n, p] : outs) {
+      if (std::find(lk.outputNames.begin(), lk.outputNames.end(), n) == lk.outputNames.end())
+        return fail("kernel '" + lk.name + "' has no output named '" + n + "'");
+      if (!outPaths.emplace(n, p).second) return fail("output '" + n + "' is given twice");
+      for (auto& [in, ip] : inPaths)
+        if (samePath(ip, p)) return fail("refusing to overwrite input file '" + ip + "' with output '" + n + "'");
+    }
+    std::vector<attnc::NpyArray> arrays(lk.inputs.size());
+    std::vector<attnc::TensorView> views;
+    for (size_t i = 0; i < lk.inputs.size(); ++i) {
+      auto it = inPaths.find(lk.inputs[i].name);
+      if (it == inPaths.end()) return fail("missing --input " + lk.inputs[i].name + "=FILE.npy");
+      attnc::Status st = attnc::read_npy(it->second, &arrays[i]);
+      if (!st.ok()) return fail(st.message());
+      views.push_back(arrays[i].view());
+    }
+    attnc::SizeMap sizes;
+    attnc::Status st = attnc::bind_sizes(desc, views, &sizes);
+    std::vector<std::vector<int64_t>> shapes;
+    if (st.ok()) st = attnc::output_shapes(desc, sizes, &shapes);
+    if (!st.ok()) return fail(st.message());
+
+    std::string applied = attnc::applySchedule(lk, target, schedule);
+    for (size_t i = 0; i < lk.inputs.size(); ++i) lk.inputs[i].param.set(wrap(views[i]));
+    std::vector<std::vector<char>> outData(shapes.size());
+    std::vector<Halide::Buffer<>> outBufs;
+    std::vector<attnc::TensorView> outViews;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      attnc::DType dt = lk.outputIsFloat[i] ? attnc::DType::F32 : attnc::DType::I32;
+      attnc::TensorView probe = attnc::TensorView::contiguous(nullptr, dt, shapes[i]);
+      outData[i].resize(std::max<int64_t>(probe.numel(), 1) * 4);
+      outViews.push_back(attnc::TensorView::contiguous(outData[i].data(), dt, shapes[i]));
+      outBufs.push_back(wrap(outViews.back()));
+    }
+    Halide::Pipeline p = lk.pipeline();
+    p.realize(Halide::Realization(outBufs), target);
+
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const std::string& n = lk.outputNames[i];
+      std::cout << n << ": [";
+      for (size_t d = 0; d < shapes[i].size(); ++d) std::cout << (d ? ", " : "") << shapes[i][d];
+      std::cout << "]";
+      if (lk.outputIsFloat[i]) {
+        const float* f = reinterpret_cast<const float*>(outData[i].data());
+        int64_t count = outViews[i].numel();
+        double lo = 0, hi = 0, sum = 0;
+        for (int64_t j = 0; j < count; ++j) {
+          lo = j ? std::min(lo, (double)f[j]) : f[j];
+          hi = j ? std::max(hi, (double)f[j]) : f[j];
+          sum += f[j];
+        }
+        std::cout << " min " << lo << " max " << hi << " mean " << (count ? sum / count : 0);
+      }
+      auto it = outPaths.find(n);
+      if (it != outPaths.end()) {
+        attnc::Status ws = attnc::write_npy(it->second, outViews[i].dtype, shapes[i], outData[i].data());
+        if (!ws.ok()) return fail(ws.message());
+        std::cout << " -> " << it->second;
+      }
+      std::cout << "\n";
+    }
+    std::cerr << "schedule: " << applied << "\n";
+    return 0;
+  } catch (const Halide::Error& e) {
+    return fail(std::string("Halide: ") + e.what());
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+}

@@ -1,0 +1,19 @@
+# lit configuration for attnc: .attn and .mlir files are tests; RUN lines use attnc, attn-opt, attn-run.
+import os
+import lit.formats
+
+config.name = "attnc"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".attn", ".mlir", ".test"]
+config.excludes = ["Inputs", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.attnc_obj_root, "tests", "lit")
+
+# Tools: attnc's own first, then LLVM 19's FileCheck, not and count.
+path = os.pathsep.join([config.attnc_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])
+config.environment["PATH"] = path
+config.substitutions.append(("%variants", os.path.join(config.attnc_src_root, "dsl", "variants")))
+for tool in ["attnc", "attn-opt", "attn-run", "FileCheck", "not", "count"]:
+    d = config.attnc_tools_dir if tool.startswith("attn") else config.llvm_tools_dir
+    if not os.path.exists(os.path.join(d, tool)):
+        lit_config.fatal("lit: cannot find %s in %s" % (tool, d))
