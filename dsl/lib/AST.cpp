@@ -41,6 +41,7 @@ IndexDecl IndexDecl::clone() const {
 ExprPtr Expr::clone() const {
   auto e = std::make_unique<Expr>(kind, loc);
   e->type = type;
+  e->depth = depth;
   e->number = number;
   e->isIntLiteral = isIntLiteral;
   e->name = name;

@@ -1,6 +1,8 @@
 // Recursive-descent parser for .attn files (grammar in docs/language.md).
 #include "attnc/dsl/Parser.h"
 
+#include <algorithm>
+
 namespace attnc::dsl {
 
 Parser::Parser(const SourceFile& file, DiagEngine& diags) : diags_(diags) {
@@ -46,8 +48,13 @@ std::unique_ptr<Module> Parser::parseModule() {
   return m;
 }
 
+bool Parser::isBound(const std::string& name) const {
+  return kernelNames_.count(name) || std::find(indexScope_.begin(), indexScope_.end(), name) != indexScope_.end();
+}
+
 std::unique_ptr<Kernel> Parser::parseKernel() {
   auto k = std::make_unique<Kernel>();
+  kernelNames_.clear();
   k->loc = expect(Tok::KwKernel, "").loc;
   Token name = expect(Tok::Ident, "for the kernel name");
   k->name = name.text;
@@ -65,6 +72,12 @@ std::unique_ptr<Kernel> Parser::parseKernel() {
   } else {
     k->outputs.push_back(parseParam(TensorRole::Output));
   }
+  for (auto* list : {&k->inputs, &k->outputs})
+    for (auto& t : *list) {
+      kernelNames_.insert(t->name);
+      for (const DimSpec& d : t->dims)
+        if (!d.symbol.empty()) kernelNames_.insert(d.symbol);
+    }
   expect(Tok::LBrace, "to open the kernel body");
   while (!is(Tok::RBrace)) {
     if (is(Tok::Eof)) fail(cur().loc, "expected '}' to close kernel '" + k->name + "', found end of file");
@@ -128,6 +141,7 @@ void Parser::parseConsts(Kernel& k) {
     c.loc = name.loc;
     expect(Tok::Assign, ("after constant '" + c.name + "'").c_str());
     c.value = parseExpr();
+    kernelNames_.insert(c.name);
     k.consts.push_back(std::move(c));
   } while (accept(Tok::Comma));
 }
@@ -159,8 +173,21 @@ std::unique_ptr<Definition> Parser::parseDefinition() {
   }
   expect(Tok::RParen, "after the definition's indices");
   expect(Tok::Assign, ("in the definition of '" + d->name + "'").c_str());
+  for (const auto& idx : d->indices) indexScope_.push_back(idx.name);
   d->rhs = parseExpr();
+  indexScope_.clear();
+  kernelNames_.insert(d->name);
   return d;
+}
+
+void Parser::setHeight(Expr& e) {
+  int h = 0;
+  for (const auto& a : e.args) h = std::max(h, a->depth);
+  if (e.body) h = std::max(h, e.body->depth);
+  if (e.where) h = std::max(h, e.where->depth);
+  e.depth = h + 1;
+  if (e.depth > kMaxTreeHeight)
+    fail(e.loc, "expression is too deeply nested or too long (more than " + std::to_string(kMaxTreeHeight) + " levels)");
 }
 
 ExprPtr Parser::parseExpr() {
@@ -192,6 +219,7 @@ ExprPtr Parser::parseBinary(int level) {
     b->name = op.text;
     b->args.push_back(std::move(lhs));
     b->args.push_back(std::move(rhs));
+    setHeight(*b);
     lhs = std::move(b);
     if (level == 2 && binaryLevel(cur().kind) == 2)
       fail(cur().loc, "comparisons cannot be chained; use '&&'");
@@ -207,6 +235,7 @@ ExprPtr Parser::parseUnary() {
     auto u = std::make_unique<Expr>(ExprKind::Unary, op.loc);
     u->name = op.text;
     u->args.push_back(parseUnary());
+    setHeight(*u);
     r = std::move(u);
   } else if (isIdent("softmax") && peekTok(1).kind == Tok::LParen) {
     r = parseSoftmax();
@@ -228,7 +257,7 @@ bool Parser::looksLikeReduction() const {
   if (n != "max" && n != "min") return false;
   size_t i = 2;
   for (;;) {
-    if (peekTok(i).kind != Tok::Ident) return false;
+    if (peekTok(i).kind != Tok::Ident || isBound(peekTok(i).text)) return false;
     ++i;
     if (peekTok(i).kind == Tok::KwIn) return true; // only index declarations take ranges
     if (peekTok(i).kind == Tok::Comma) {
@@ -251,7 +280,11 @@ ExprPtr Parser::parseReduction() {
   do r->reduceIndices.push_back(parseIndexDecl(true));
   while (accept(Tok::Comma));
   expect(Tok::RParen, "after the reduction indices");
+  size_t depth = indexScope_.size();
+  for (const auto& idx : r->reduceIndices) indexScope_.push_back(idx.name);
   r->body = parseExpr();
+  indexScope_.resize(depth);
+  setHeight(*r);
   return r;
 }
 
@@ -269,6 +302,7 @@ ExprPtr Parser::parseSoftmax() {
   if (accept(Tok::KwWhere)) s->where = parseExpr();
   expect(Tok::RParen, "after the softmax indices");
   s->body = parseExpr();
+  setHeight(*s);
   return s;
 }
 
@@ -304,6 +338,7 @@ ExprPtr Parser::parsePrimary() {
       while (accept(Tok::Comma));
     }
     expect(Tok::RParen, ("to close the arguments of '" + n.text + "'").c_str());
+    setHeight(*e);
     return e;
   }
   case Tok::LParen: {

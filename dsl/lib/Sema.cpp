@@ -24,6 +24,9 @@ const Builtin* findBuiltin(const std::string& n) {
   return nullptr;
 }
 
+// Extent of a dimension whose range was already reported as unknown; never compared.
+const char* const kUnknownExtent = "<unknown>";
+
 bool isReservedKeyword(const std::string& n) { return n == "sum" || n == "softmax" || n == "f32" || n == "i32"; }
 
 // Candidate extents of an index from its uses as a bare tensor subscript.
@@ -139,27 +142,23 @@ private:
       }
       c.folded = v;
       c.isInt = isInt;
+      // A -D override replaces the value before later constants are computed from it.
+      for (const auto& [name, value] : opts_.defines) {
+        if (name != c.name) continue;
+        char* end = nullptr;
+        double dv = std::strtod(value.c_str(), &end);
+        if (value.empty() || *end != '\0' || !std::isfinite(dv)) {
+          diags_.error(Loc{}, "-D " + name + "=" + value + ": '" + value + "' is not a number");
+        } else if (c.isInt && (value.find_first_of(".eE") != std::string::npos || std::abs(dv) > 2147483647.0)) {
+          diags_.error(Loc{}, "-D " + name + "=" + value + ": constant '" + name + "' is a 32-bit integer");
+        } else {
+          c.folded = dv;
+          c.overridden = true;
+        }
+      }
+      if (c.isInt && std::abs(c.folded) > 2147483647.0)
+        diags_.error(c.loc, "constant '" + c.name + "' does not fit in a 32-bit integer");
       consts_[c.name] = &c;
-    }
-    for (const auto& [name, value] : opts_.defines) {
-      auto it = consts_.find(name);
-      if (it == consts_.end()) {
-        diags_.error(Loc{}, "-D " + name + "=" + value + ": kernel '" + k_.name + "' has no constant '" + name + "'");
-        continue;
-      }
-      char* end = nullptr;
-      double v = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end != '\0' || !std::isfinite(v)) {
-        diags_.error(Loc{}, "-D " + name + "=" + value + ": '" + value + "' is not a number");
-        continue;
-      }
-      bool isInt = value.find_first_of(".eE") == std::string::npos;
-      if (it->second->isInt && !isInt) {
-        diags_.error(Loc{}, "-D " + name + "=" + value + ": constant '" + name + "' is an integer");
-        continue;
-      }
-      it->second->folded = v;
-      it->second->overridden = true;
     }
   }
 
@@ -279,15 +278,17 @@ private:
       if (idx.range && !isZero(*idx.range->lo))
         diags_.error(idx.loc, "the range of left-hand index '" + idx.name + "' must start at 0");
     }
-    if (!ok || diags_.hasErrors()) {
+    if (!ok) {
       current_ = nullptr;
       return;
     }
 
+    // Even a definition with errors is registered (as f32 when its type is unknown), so later
+    // definitions that read it do not report follow-on errors.
     ScalarType t = def.rhs->type;
     if (t == ScalarType::Bool) {
       diags_.error(def.rhs->loc, "definition of '" + def.name + "' is a boolean; use select(cond, 1.0, 0.0) for a mask value");
-      return;
+      t = ScalarType::Float;
     }
     if (!target) {
       auto local = std::make_unique<TensorDecl>();
@@ -298,10 +299,18 @@ private:
       target = local.get();
       tensors_[def.name] = target;
       k_.locals.push_back(std::move(local));
-      for (auto& idx : def.indices) target->extents.push_back(idx.range->hi->clone());
+      for (auto& idx : def.indices) {
+        if (idx.range) {
+          target->extents.push_back(idx.range->hi->clone());
+        } else { // already reported; any extent keeps the rank right for later reads
+          auto unknown = std::make_unique<Expr>(ExprKind::Ident, idx.loc);
+          unknown->name = kUnknownExtent;
+          unknown->type = ScalarType::Int;
+          target->extents.push_back(std::move(unknown));
+        }
+      }
     } else if (target->elemType == ElemType::I32 && t == ScalarType::Float) {
       diags_.error(def.rhs->loc, "type mismatch: output '" + def.name + "' is i32 but its definition is a float expression");
-      return;
     }
     target->def = &def;
     def.tensor = target;
@@ -521,6 +530,7 @@ private:
       }
       if (a.kind == ExprKind::Ident && a.identKind == IdentKind::Index) {
         std::string extent = exprToString(*t->extents[i]);
+        if (extent == kUnknownExtent) continue;
         std::string origin = "'" + e.name + "' dimension " + std::to_string(i) + " (" + extent + ")";
         uses_[a.index].push_back({extent, t->extents[i].get(), origin, a.loc});
       }
@@ -594,6 +604,13 @@ bool analyze(Module& m, DiagEngine& diags, const SemaOptions& opts) {
   for (auto& k : m.kernels) {
     if (!names.insert(k->name).second) diags.error(k->loc, "redefinition of kernel '" + k->name + "'");
     KernelSema(*k, diags, opts).run();
+  }
+  // A -D must name a constant of some kernel in the file: a typo must not pass silently.
+  for (const auto& [name, value] : opts.defines) {
+    bool found = false;
+    for (auto& k : m.kernels)
+      for (auto& c : k->consts) found |= c.name == name;
+    if (!found) diags.error(Loc{}, "-D " + name + "=" + value + ": no kernel in this file has a constant '" + name + "'");
   }
   return !diags.hasErrors();
 }

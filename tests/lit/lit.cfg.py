@@ -12,6 +12,7 @@ config.test_exec_root = os.path.join(config.attnc_obj_root, "tests", "lit")
 # Tools: attnc's own first, then LLVM 19's FileCheck, not and count.
 path = os.pathsep.join([config.attnc_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])
 config.environment["PATH"] = path
+config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%variants", os.path.join(config.attnc_src_root, "dsl", "variants")))
 for tool in ["attnc", "attn-opt", "attn-run", "FileCheck", "not", "count"]:
     d = config.attnc_tools_dir if tool.startswith("attn") else config.llvm_tools_dir

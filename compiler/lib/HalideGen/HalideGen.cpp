@@ -277,19 +277,20 @@ private:
     return H::min(acc, v);
   }
 
-  // Block arguments of enclosing index regions that `op`'s region depends on, outermost first.
+  // Block arguments of enclosing index regions that `root`'s region depends on, outermost first.
+  // Only indices of regions that enclose `root` count: reads of other definitions are calls to
+  // their Funcs, and a sibling reduction's own indices are bound inside it.
   void collectCaptured(Operation* root, llvm::SetVector<BlockArgument>& captured) {
     llvm::DenseSet<Value> visited;
     std::function<void(Value)> dep = [&](Value v) {
       if (!visited.insert(v).second) return;
       if (auto ba = dyn_cast<BlockArgument>(v)) {
         Operation* owner = ba.getOwner()->getParentOp();
-        if (!root->isAncestor(owner) && !isa<attn::KernelOp>(owner)) captured.insert(ba);
+        if (owner != root && owner->isAncestor(root) && !isa<attn::KernelOp>(owner)) captured.insert(ba);
         return;
       }
       Operation* def = v.getDefiningOp();
-      if (root->isAncestor(def)) return;
-      for (Value o : def->getOperands()) dep(o);
+      if (root->isAncestor(def) || isa<attn::DefineOp, attn::SoftmaxOp, attn::DimOp>(def)) return;
       def->walk([&](Operation* inner) {
         for (Value o : inner->getOperands()) dep(o);
       });
@@ -480,7 +481,8 @@ std::string printAlgorithm(const LoweredKernel& k) {
     os << "  " << lhs(std::vector<H::Expr>(args.begin(), args.end())) << " = " << fn.value() << "\n";
     for (int u = 0; u < fn.num_update_definitions(); ++u) {
       os << "  " << lhs(fn.update_args(u)) << " = " << fn.update_value(u);
-      std::vector<H::RVar> rvs = fn.rvars(u);
+      // The RVars kept at lowering carry their domain; Func::rvars() returns bare names.
+      std::vector<H::RVar> rvs = u == 0 ? f.rvars : fn.rvars(u);
       if (!rvs.empty()) {
         os << "  where ";
         for (size_t i = 0; i < rvs.size(); ++i)

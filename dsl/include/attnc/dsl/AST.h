@@ -51,6 +51,7 @@ struct Expr {
   ExprKind kind;
   Loc loc;
   ScalarType type = ScalarType::Unknown; // set by Sema
+  int depth = 1;                         // height of this subtree, bounded by the parser
 
   // Number
   double number = 0;

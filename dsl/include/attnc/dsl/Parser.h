@@ -4,6 +4,7 @@
 #include "attnc/dsl/AST.h"
 #include "attnc/dsl/Lexer.h"
 
+#include <set>
 #include <vector>
 
 namespace attnc::dsl {
@@ -12,6 +13,9 @@ class Parser {
 public:
   // Deeper nesting than this is rejected with a diagnostic rather than risking the stack.
   static constexpr int kMaxDepth = 256;
+  // Bound on the height of any expression tree (long operator chains are trees too), so that
+  // every later recursive walk (Sema, MLIRGen, destructors) stays well inside the stack.
+  static constexpr int kMaxTreeHeight = 2000;
 
   Parser(const SourceFile& file, DiagEngine& diags);
   // Returns null after reporting an error.
@@ -44,8 +48,15 @@ private:
   ExprPtr parseReduction();
   ExprPtr parseSoftmax();
   bool looksLikeReduction() const;
+  void setHeight(Expr& e);
+
+  bool isBound(const std::string& name) const;
 
   DiagEngine& diags_;
+  // Names already meaning something where the parser stands (tensors, sizes, constants, indices
+  // in scope): `max(i, M) ...` over bound names is the elementwise function, not a reduction.
+  std::set<std::string> kernelNames_;
+  std::vector<std::string> indexScope_;
   std::vector<Token> toks_;
   size_t pos_ = 0;
   int depth_ = 0;
