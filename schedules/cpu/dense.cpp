@@ -71,6 +71,20 @@ bool findPattern(LoweredKernel& k, DensePattern* pat) {
         cur = next;
       }
       if (!d.score) continue;
+      // Every Func the rule places inside the query tile must be consumed only there.
+      std::vector<const LoweredFunc*> members(d.softmax.begin(), d.softmax.end());
+      members.push_back(d.out);
+      members.push_back(d.score);
+      members.insert(members.end(), d.inlined.begin(), d.inlined.end());
+      auto isMember = [&](const LoweredFunc* f) { return std::find(members.begin(), members.end(), f) != members.end(); };
+      bool private_ = true;
+      for (const LoweredFunc* m : members) {
+        if (m == d.out) continue;
+        if (m->isOutput) private_ = false;
+        for (const LoweredFunc& f : k.funcs)
+          if (!isMember(&f) && std::find(f.reads.begin(), f.reads.end(), m->name) != f.reads.end()) private_ = false;
+      }
+      if (!private_) continue;
       InputsUsingVar v(k, d.score->vars.back().name());
       d.score->func.update_value(0).accept(&v);
       if (v.found.size() != 1) continue;

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace {
@@ -53,6 +54,22 @@ bool writeFileAtomically(const std::string& path, const std::string& data, std::
     return false;
   }
   return true;
+}
+
+bool sameFile(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  if (stat(a.c_str(), &sa) != 0 || stat(b.c_str(), &sb) != 0) return false;
+  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+// Text stages go to stdout, or atomically to -o when given.
+int emitText(const std::string& text, const std::string& outPath) {
+  if (outPath.empty()) {
+    std::cout << text;
+    return 0;
+  }
+  std::string err;
+  return writeFileAtomically(outPath, text, &err) ? 0 : fail(err);
 }
 
 } // namespace
@@ -105,13 +122,18 @@ int main(int argc, char** argv) {
   if (!knownEmit) return fail("unknown --emit value '" + emit + "' (expected ast, mlir, halide, stmt, llvm, asm, obj or lib)");
   if (input.empty()) return fail(std::string("no input file\n") + kUsage);
   if ((emit == "obj" || emit == "lib") && outPath.empty()) return fail("--emit=" + emit + " needs -o PATH");
-  if (!outPath.empty() && outPath == input) return fail("refusing to overwrite the input file '" + input + "'");
+  if (!outPath.empty()) {
+    // Compare files, not spellings: `./x.attn`, an absolute path or a link name the same file.
+    for (const std::string& candidate : {outPath, outPath + ".a", outPath + ".h", outPath + ".attnc.h"})
+      if (sameFile(candidate, input)) return fail("refusing to overwrite the input file '" + input + "'");
+  }
 
   attnc::FrontEnd fe;
   if (!attnc::runFrontEnd(input, sema, std::cerr, &fe)) return 1;
   if (emit == "ast") {
-    attnc::dsl::printModule(std::cout, *fe.module);
-    return 0;
+    std::ostringstream os;
+    attnc::dsl::printModule(os, *fe.module);
+    return emitText(os.str(), outPath);
   }
 
   mlir::MLIRContext ctx;
@@ -121,8 +143,7 @@ int main(int argc, char** argv) {
     std::string s;
     llvm::raw_string_ostream os(s);
     module->print(os, mlir::OpPrintingFlags().enableDebugInfo(false));
-    std::cout << s;
-    return 0;
+    return emitText(s, outPath);
   }
 
   Halide::Target target;
@@ -134,10 +155,7 @@ int main(int argc, char** argv) {
   try {
     attnc::LoweredKernel lk = attnc::lowerToHalide(kernel);
     if (!fnName.empty()) lk.name = fnName;
-    if (emit == "halide") {
-      std::cout << attnc::printAlgorithm(lk);
-      return 0;
-    }
+    if (emit == "halide") return emitText(attnc::printAlgorithm(lk), outPath);
     std::string applied = attnc::applySchedule(lk, target, schedule);
     Halide::Pipeline p = lk.pipeline();
     std::vector<Halide::Argument> args = lk.arguments();
@@ -154,11 +172,7 @@ int main(int argc, char** argv) {
       std::string text = "# schedule: " + applied + "\n" + slurp(f);
       if (emit != "stmt") text = slurp(f);
       cleanup();
-      if (outPath.empty()) {
-        std::cout << text;
-        return 0;
-      }
-      return writeFileAtomically(outPath, text, &err) ? 0 : fail(err);
+      return emitText(text, outPath);
     }
     if (emit == "obj") {
       std::string f = tmp + "/out.o";
