@@ -7,7 +7,6 @@
 #include <cstring>
 #include <iostream>
 #include <map>
-#include <sys/stat.h>
 
 namespace {
 
@@ -31,12 +30,6 @@ bool splitAssign(const std::string& s, std::string* name, std::string* path) {
   *name = s.substr(0, eq);
   *path = s.substr(eq + 1);
   return true;
-}
-
-bool samePath(const std::string& a, const std::string& b) {
-  struct stat sa, sb;
-  if (stat(a.c_str(), &sa) != 0 || stat(b.c_str(), &sb) != 0) return a == b;
-  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 // A Halide buffer over caller memory; Halide's dimension 0 is the innermost (last C) one.
@@ -135,7 +128,7 @@ int main(int argc, char** argv) {
         return fail("kernel '" + lk.name + "' has no output named '" + n + "'");
       if (!outPaths.emplace(n, p).second) return fail("output '" + n + "' is given twice");
       for (auto& [in, ip] : inPaths)
-        if (samePath(ip, p)) return fail("refusing to overwrite input file '" + ip + "' with output '" + n + "'");
+        if (ip == p || attnc::sameFile(ip, p)) return fail("refusing to overwrite input file '" + ip + "' with output '" + n + "'");
     }
     std::vector<attnc::NpyArray> arrays(lk.inputs.size());
     std::vector<attnc::TensorView> views;

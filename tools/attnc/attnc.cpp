@@ -10,7 +10,6 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
-#include <sys/stat.h>
 #include <unistd.h>
 
 namespace {
@@ -54,12 +53,6 @@ bool writeFileAtomically(const std::string& path, const std::string& data, std::
     return false;
   }
   return true;
-}
-
-bool sameFile(const std::string& a, const std::string& b) {
-  struct stat sa, sb;
-  if (stat(a.c_str(), &sa) != 0 || stat(b.c_str(), &sb) != 0) return false;
-  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 // Text stages go to stdout, or atomically to -o when given.
@@ -125,7 +118,7 @@ int main(int argc, char** argv) {
   if (!outPath.empty()) {
     // Compare files, not spellings: `./x.attn`, an absolute path or a link name the same file.
     for (const std::string& candidate : {outPath, outPath + ".a", outPath + ".h", outPath + ".attnc.h"})
-      if (sameFile(candidate, input)) return fail("refusing to overwrite the input file '" + input + "'");
+      if (attnc::sameFile(candidate, input)) return fail("refusing to overwrite the input file '" + input + "'");
   }
 
   attnc::FrontEnd fe;

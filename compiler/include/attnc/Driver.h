@@ -34,6 +34,10 @@ attn::KernelOp selectKernel(mlir::ModuleOp m, const std::string& name, std::ostr
 // target string such as x86-64-linux-avx2-fma.
 bool parseTarget(const std::string& s, Halide::Target* t, std::string* err);
 
+// True when both paths name the same existing file (compared by device and inode, so `./x`,
+// absolute paths and links all match); used to refuse overwriting inputs.
+bool sameFile(const std::string& a, const std::string& b);
+
 // The C++ header that describes a compiled kernel to the runtime (`<prefix>.attnc.h`).
 std::string runtimeDescriptorHeader(const LoweredKernel& k, const std::string& halideHeader, const std::string& targetKey,
                                     const Halide::Target& target, const std::string& source);

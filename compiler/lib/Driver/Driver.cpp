@@ -71,6 +71,12 @@ attn::KernelOp selectKernel(mlir::ModuleOp m, const std::string& name, std::ostr
   return nullptr;
 }
 
+bool sameFile(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  if (stat(a.c_str(), &sa) != 0 || stat(b.c_str(), &sb) != 0) return false;
+  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 bool parseTarget(const std::string& s, Halide::Target* t, std::string* err) {
   if (s == "host") {
     *t = Halide::get_host_target();
