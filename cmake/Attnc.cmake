@@ -43,8 +43,9 @@ function(attnc_add_library name)
   add_custom_command(
     OUTPUT "${prefix}.a" "${prefix}.h" "${prefix}.attnc.h"
     COMMAND ${CMAKE_COMMAND} -E make_directory "${dir}"
-    COMMAND $<TARGET_FILE:attnc> "${src}" --emit=lib -o "${prefix}" ${flags}
+    COMMAND $<TARGET_FILE:attnc> "${src}" --emit=lib -o "${prefix}" --depfile=${prefix}.d ${flags}
     DEPENDS attnc "${src}"
+    DEPFILE "${prefix}.d"
     COMMENT "attnc: compiling ${ARG_SOURCE} for ${ARG_TARGETS}"
     VERBATIM)
   add_custom_target(${name}_attnc DEPENDS "${prefix}.a" "${prefix}.h" "${prefix}.attnc.h")

@@ -22,6 +22,7 @@ const char* reduceKindName(ReduceKind k) {
   case ReduceKind::Sum: return "sum";
   case ReduceKind::Max: return "max";
   case ReduceKind::Min: return "min";
+  case ReduceKind::Mean: return "mean";
   }
   return "sum";
 }
@@ -49,6 +50,7 @@ ExprPtr Expr::clone() const {
   e->index = index;
   e->tensor = tensor;
   e->constValue = constValue;
+  e->let = let;
   for (const auto& a : args) e->args.push_back(a->clone());
   e->reduceKind = reduceKind;
   for (const auto& d : reduceIndices) e->reduceIndices.push_back(d.clone());
@@ -122,6 +124,13 @@ static void printExpr(std::ostream& os, const Expr& e) {
     os << ") ";
     printExpr(os, *e.body);
     break;
+  case ExprKind::Let:
+    os << "(let " << e.name << " = ";
+    printExpr(os, *e.args[0]);
+    os << " in ";
+    printExpr(os, *e.body);
+    os << ")";
+    break;
   }
 }
 
@@ -138,6 +147,11 @@ static void printTensor(std::ostream& os, const char* role, const TensorDecl& t)
 }
 
 void printModule(std::ostream& os, const Module& m) {
+  for (const auto& f : m.functions) {
+    os << "function " << f->name << "(";
+    for (size_t i = 0; i < f->params.size(); ++i) os << (i ? ", " : "") << f->params[i];
+    os << ") @" << (f->loc.file ? f->loc.file->path.substr(f->loc.file->path.rfind('/') + 1) + ":" : std::string()) << f->loc.line << ":" << f->loc.col << "\n";
+  }
   for (const auto& k : m.kernels) {
     os << "kernel " << k->name << " @" << k->loc.line << ":" << k->loc.col << "\n";
     for (const auto& t : k->inputs) printTensor(os, "input", *t);

@@ -18,6 +18,8 @@ std::string SourceFile::lineText(int line) const {
 void DiagEngine::report(Severity s, Loc loc, std::string msg) {
   if (s == Severity::Error) ++numErrors_;
   diags_.push_back({s, loc, std::move(msg)});
+  if (s != Severity::Note)
+    for (auto it = contexts_.rbegin(); it != contexts_.rend(); ++it) diags_.push_back(*it);
 }
 
 static const char* severityName(Severity s) {
@@ -44,7 +46,7 @@ void DiagEngine::print(std::ostream& os, const SourceFile& file, const Diagnosti
 }
 
 void DiagEngine::print(std::ostream& os) const {
-  for (const auto& d : diags_) print(os, *file_, d);
+  for (const auto& d : diags_) print(os, d.loc.file ? *d.loc.file : *file_, d);
 }
 
 } // namespace attnc::dsl

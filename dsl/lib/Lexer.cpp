@@ -17,6 +17,10 @@ const char* tokName(Tok t) {
   case Tok::KwConst: return "'const'";
   case Tok::KwIn: return "'in'";
   case Tok::KwWhere: return "'where'";
+  case Tok::KwDef: return "'def'";
+  case Tok::KwImport: return "'import'";
+  case Tok::KwLet: return "'let'";
+  case Tok::String: return "a string";
   case Tok::LParen: return "'('";
   case Tok::RParen: return "')'";
   case Tok::LBracket: return "'['";
@@ -75,7 +79,7 @@ void Lexer::skipSpaceAndComments() {
 
 Token Lexer::next() {
   skipSpaceAndComments();
-  Loc loc{line_, col_};
+  Loc loc{line_, col_, file_};
   size_t start = pos_;
   if (atEnd()) return {Tok::Eof, "", loc};
   unsigned char c = (unsigned char)peek();
@@ -87,6 +91,9 @@ Token Lexer::next() {
     else if (t.text == "const") t.kind = Tok::KwConst;
     else if (t.text == "in") t.kind = Tok::KwIn;
     else if (t.text == "where") t.kind = Tok::KwWhere;
+    else if (t.text == "def") t.kind = Tok::KwDef;
+    else if (t.text == "import") t.kind = Tok::KwImport;
+    else if (t.text == "let") t.kind = Tok::KwLet;
     return t;
   }
   if (std::isdigit(c) || (c == '.' && std::isdigit((unsigned char)peek(1)))) {
@@ -116,6 +123,19 @@ Token Lexer::next() {
       return make(Tok::Error, loc, start);
     }
     return make(isFloat ? Tok::Float : Tok::Int, loc, start);
+  }
+
+  if (c == '"') { // a string: only import paths use them, so no escapes and no newlines
+    advance();
+    while (!atEnd() && peek() != '"' && peek() != '\n') advance();
+    if (peek() != '"') {
+      diags_.error(loc, "unterminated string");
+      return make(Tok::Error, loc, start);
+    }
+    advance();
+    Token t = make(Tok::String, loc, start);
+    t.text = t.text.substr(1, t.text.size() - 2);
+    return t;
   }
 
   auto one = [&](Tok k) { advance(); return make(k, loc, start); };

@@ -21,6 +21,7 @@ void Parser::fail(Loc loc, const std::string& msg) {
 
 static std::string describe(const Token& t) {
   if (t.kind == Tok::Ident || t.kind == Tok::Int || t.kind == Tok::Float) return "'" + t.text + "'";
+  if (t.kind == Tok::String) return "\"" + t.text + "\"";
   return tokName(t.kind);
 }
 
@@ -32,15 +33,25 @@ Token Parser::expect(Tok k, const char* context) {
   return take();
 }
 
-std::unique_ptr<Module> Parser::parseModule() {
+std::unique_ptr<Module> Parser::parseModule(bool requireKernel) {
   auto m = std::make_unique<Module>();
   try {
     while (!is(Tok::Eof)) {
       if (is(Tok::Error)) throw Abort{};
-      if (!is(Tok::KwKernel)) fail(cur().loc, "expected 'kernel', found " + describe(cur()));
-      m->kernels.push_back(parseKernel());
+      if (is(Tok::KwImport)) {
+        m->imports.push_back(parseImport());
+      } else if (is(Tok::KwDef)) {
+        m->functions.push_back(parseFunctionDef());
+      } else if (is(Tok::KwKernel)) {
+        if (!requireKernel) fail(cur().loc, "an imported file may only contain 'def' and 'import', found 'kernel'");
+        m->kernels.push_back(parseKernel());
+      } else {
+        fail(cur().loc, std::string(requireKernel ? "expected 'kernel', 'def' or 'import', found " : "expected 'def' or 'import', found ") +
+                            describe(cur()));
+      }
     }
-    if (m->kernels.empty()) fail(cur().loc, "no kernel in file (expected 'kernel name(...) -> ... { ... }')");
+    if (requireKernel && m->kernels.empty())
+      fail(cur().loc, "no kernel in file (expected 'kernel name(...) -> ... { ... }')");
   } catch (Abort&) {
     return nullptr;
   }
@@ -50,6 +61,76 @@ std::unique_ptr<Module> Parser::parseModule() {
 
 bool Parser::isBound(const std::string& name) const {
   return kernelNames_.count(name) || std::find(indexScope_.begin(), indexScope_.end(), name) != indexScope_.end();
+}
+
+Import Parser::parseImport() {
+  Import im;
+  im.loc = expect(Tok::KwImport, "").loc;
+  if (is(Tok::String)) {
+    Token t = take();
+    im.spec = t.text;
+    im.quoted = true;
+    im.loc = t.loc;
+    if (im.spec.empty()) fail(t.loc, "empty import path");
+  } else {
+    Token t = expect(Tok::Ident, "or a quoted path after 'import' (as in 'import nn' or 'import \"lib/my.attn\"')");
+    im.spec = t.text;
+    im.loc = t.loc;
+  }
+  return im;
+}
+
+std::unique_ptr<FunctionDef> Parser::parseFunctionDef() {
+  auto f = std::make_unique<FunctionDef>();
+  f->loc = expect(Tok::KwDef, "").loc;
+  Token name = expect(Tok::Ident, "for the function name");
+  f->name = name.text;
+  f->loc = name.loc;
+  expect(Tok::LParen, ("after the function name '" + f->name + "' (write 'def name(params) = expression')").c_str());
+  if (!is(Tok::RParen)) {
+    do {
+      Token p = expect(Tok::Ident, "for a parameter name");
+      f->params.push_back(p.text);
+      f->paramLocs.push_back(p.loc);
+    } while (accept(Tok::Comma));
+  }
+  expect(Tok::RParen, "after the function's parameters");
+  expect(Tok::Assign, ("in the definition of function '" + f->name + "'").c_str());
+  kernelNames_.clear();
+  indexScope_ = f->params;
+  f->body = parseExpr();
+  indexScope_.clear();
+  return f;
+}
+
+// `let a = e1, b = e2 in body` becomes nested Let nodes; the body extends as far as possible.
+ExprPtr Parser::parseLet() {
+  expect(Tok::KwLet, "");
+  struct Binding {
+    Token name;
+    ExprPtr value;
+  };
+  std::vector<Binding> bindings;
+  size_t depth = indexScope_.size();
+  do {
+    Token name = expect(Tok::Ident, "for the name bound by 'let'");
+    expect(Tok::Assign, ("after 'let " + name.text + "'").c_str());
+    ExprPtr value = parseExpr();
+    indexScope_.push_back(name.text);
+    bindings.push_back({name, std::move(value)});
+  } while (accept(Tok::Comma));
+  expect(Tok::KwIn, "after the 'let' bindings (write 'let x = value in expression')");
+  ExprPtr body = parseExpr();
+  indexScope_.resize(depth);
+  for (auto it = bindings.rbegin(); it != bindings.rend(); ++it) {
+    auto l = std::make_unique<Expr>(ExprKind::Let, it->name.loc);
+    l->name = it->name.text;
+    l->args.push_back(std::move(it->value));
+    l->body = std::move(body);
+    setHeight(*l);
+    body = std::move(l);
+  }
+  return body;
 }
 
 std::unique_ptr<Kernel> Parser::parseKernel() {
@@ -239,6 +320,8 @@ ExprPtr Parser::parseUnary() {
     r = std::move(u);
   } else if (isIdent("softmax") && peekTok(1).kind == Tok::LParen) {
     r = parseSoftmax();
+  } else if (is(Tok::KwLet)) {
+    r = parseLet();
   } else if (looksLikeReduction()) {
     r = parseReduction();
   } else {
@@ -253,7 +336,7 @@ ExprPtr Parser::parseUnary() {
 bool Parser::looksLikeReduction() const {
   if (!is(Tok::Ident) || peekTok(1).kind != Tok::LParen) return false;
   const std::string& n = cur().text;
-  if (n == "sum") return true;
+  if (n == "sum" || n == "mean") return true;
   if (n != "max" && n != "min") return false;
   size_t i = 2;
   for (;;) {
@@ -274,7 +357,10 @@ ExprPtr Parser::parseReduction() {
   Token kw = take();
   auto r = std::make_unique<Expr>(ExprKind::Reduce, kw.loc);
   r->name = kw.text;
-  r->reduceKind = kw.text == "sum" ? ReduceKind::Sum : kw.text == "max" ? ReduceKind::Max : ReduceKind::Min;
+  r->reduceKind = kw.text == "sum"    ? ReduceKind::Sum
+                  : kw.text == "mean" ? ReduceKind::Mean
+                  : kw.text == "max"  ? ReduceKind::Max
+                                      : ReduceKind::Min;
   expect(Tok::LParen, "after the reduction");
   if (is(Tok::RParen)) fail(cur().loc, "a reduction needs at least one index, as in 'sum(j) ...'");
   do r->reduceIndices.push_back(parseIndexDecl(true));

@@ -2,6 +2,7 @@
 #include "attnc/dsl/Sema.h"
 
 #include <cmath>
+#include <algorithm>
 #include <functional>
 #include <set>
 
@@ -27,7 +28,57 @@ const Builtin* findBuiltin(const std::string& n) {
 // Extent of a dimension whose range was already reported as unknown; never compared.
 const char* const kUnknownExtent = "<unknown>";
 
-bool isReservedKeyword(const std::string& n) { return n == "sum" || n == "softmax" || n == "f32" || n == "i32"; }
+bool isReservedKeyword(const std::string& n) {
+  return n == "sum" || n == "mean" || n == "softmax" || n == "f32" || n == "i32";
+}
+
+// Functions (`def`) of a module, with what each parameter is: found once, before any kernel.
+struct FunctionInfo {
+  enum class Param { Unused, Scalar, Tensor };
+  FunctionDef* def = nullptr;
+  std::vector<Param> params;
+  std::vector<Loc> paramUse; // first use of each parameter
+  int state = 0;             // 0: not analysed, 1: in progress, 2: done
+  bool ok = false;           // analysed without errors
+};
+using FunctionTable = std::map<std::string, FunctionInfo>;
+
+// A name visible in an expression: an index, or a value bound by `let`.
+struct ScopeEntry {
+  std::string name;
+  IndexDecl* index = nullptr;
+  Expr* let = nullptr;
+};
+
+// Limits on function expansion, so that no input makes Sema (or any later recursive walk) run
+// out of stack or memory.
+constexpr int kMaxExpansionDepth = 32;
+constexpr int kMaxCheckDepth = 4000;
+constexpr size_t kMaxExpandedNodes = 1000000;
+
+size_t countNodes(const Expr& e) {
+  size_t n = 1;
+  for (const auto& a : e.args) n += countNodes(*a);
+  if (e.body) n += countNodes(*e.body);
+  if (e.where) n += countNodes(*e.where);
+  for (const auto& d : e.reduceIndices)
+    if (d.range) n += countNodes(*d.range->lo) + countNodes(*d.range->hi);
+  return n;
+}
+
+// Every identifier spelled in a kernel, so that names made up for expanded functions are new.
+void collectNames(const Expr& e, std::set<std::string>& out) {
+  if (!e.name.empty()) out.insert(e.name);
+  for (const auto& a : e.args) collectNames(*a, out);
+  if (e.body) collectNames(*e.body, out);
+  if (e.where) collectNames(*e.where, out);
+  for (const auto& d : e.reduceIndices) {
+    out.insert(d.name);
+    if (d.range) collectNames(*d.range->lo, out), collectNames(*d.range->hi, out);
+  }
+}
+
+bool isReductionName(const std::string& n) { return n == "sum" || n == "mean" || n == "max" || n == "min"; }
 
 // Candidate extents of an index from its uses as a bare tensor subscript.
 struct RangeUse {
@@ -39,9 +90,21 @@ struct RangeUse {
 
 class KernelSema {
 public:
-  KernelSema(Kernel& k, DiagEngine& d, const SemaOptions& o) : k_(k), diags_(d), opts_(o) {}
+  KernelSema(Kernel& k, DiagEngine& d, const SemaOptions& o, FunctionTable& fns)
+      : k_(k), diags_(d), opts_(o), functions_(fns) {}
 
   void run() {
+    for (auto* list : {&k_.inputs, &k_.outputs})
+      for (auto& t : *list) {
+        usedNames_.insert(t->name);
+        for (const DimSpec& d : t->dims) usedNames_.insert(d.symbol);
+      }
+    for (auto& c : k_.consts) usedNames_.insert(c.name);
+    for (auto& def : k_.defs) {
+      usedNames_.insert(def->name);
+      for (auto& idx : def->indices) usedNames_.insert(idx.name);
+      collectNames(*def->rhs, usedNames_);
+    }
     declareTensors();
     declareConsts();
     for (auto& def : k_.defs) definitionNames_.insert(def->name);
@@ -57,10 +120,16 @@ private:
   std::map<std::string, TensorDecl*> tensors_;
   std::map<std::string, Loc> sizeLocs_;
   std::map<std::string, ConstDecl*> consts_;
+  FunctionTable& functions_;
   std::set<std::string> definitionNames_;
-  std::vector<IndexDecl*> scope_;
+  std::vector<ScopeEntry> scope_;
   std::map<const IndexDecl*, std::vector<RangeUse>> uses_;
   const Definition* current_ = nullptr;
+  std::set<std::string> usedNames_;             // for fresh names of expanded functions' binders
+  std::vector<const FunctionInfo*> expanding_; // calls being expanded, outermost first
+  size_t expandedNodes_ = 0;
+  int checkDepth_ = 0;
+  bool tooDeepReported_ = false;
 
   // --- names -------------------------------------------------------------------------------
   bool checkNewName(const std::string& name, Loc loc, const char* what) {
@@ -70,6 +139,11 @@ private:
     }
     if (findBuiltin(name) || isReservedKeyword(name)) {
       diags_.error(loc, std::string(what) + " name '" + name + "' is reserved (a builtin function or keyword)");
+      return false;
+    }
+    if (auto it = functions_.find(name); it != functions_.end()) {
+      diags_.error(loc, std::string(what) + " name '" + name + "' is the name of a function");
+      diags_.note(it->second.def->loc, "function '" + name + "' is defined here");
       return false;
     }
     return true;
@@ -250,7 +324,7 @@ private:
       ok = false;
     }
 
-    for (auto& idx : def.indices) scope_.push_back(&idx);
+    for (auto& idx : def.indices) scope_.push_back({idx.name, &idx, nullptr});
     if (def.rhs->kind == ExprKind::Softmax) {
       checkSoftmax(*def.rhs, def);
     } else {
@@ -325,14 +399,15 @@ private:
       diags_.error(idx.loc, "index '" + idx.name + "' has the name of a size");
     else if (consts_.count(idx.name))
       diags_.error(idx.loc, "index '" + idx.name + "' has the name of a constant");
-    for (const IndexDecl* s : scope_)
-      if (s->name == idx.name) diags_.error(idx.loc, "index '" + idx.name + "' shadows an enclosing index of the same name");
+    for (const ScopeEntry& s : scope_)
+      if (s.name == idx.name)
+        diags_.error(idx.loc, "index '" + idx.name + "' shadows an enclosing " + (s.let ? "'let' of" : "index of") + " the same name");
   }
 
   void resolveRange(IndexDecl& idx) {
     for (Expr* e : {idx.range->lo.get(), idx.range->hi.get()}) {
       // Range ends see sizes and constants, not indices: the range of an index is fixed per kernel call.
-      std::vector<IndexDecl*> saved;
+      std::vector<ScopeEntry> saved;
       saved.swap(scope_);
       check(*e);
       scope_.swap(saved);
@@ -374,9 +449,9 @@ private:
   }
 
   // --- expressions ---------------------------------------------------------------------------
-  IndexDecl* lookupIndex(const std::string& name) {
+  const ScopeEntry* lookup(const std::string& name) {
     for (auto it = scope_.rbegin(); it != scope_.rend(); ++it)
-      if ((*it)->name == name) return *it;
+      if (it->name == name) return &*it;
     return nullptr;
   }
 
@@ -416,6 +491,18 @@ private:
   }
 
   void check(Expr& e) {
+    if (checkDepth_ >= kMaxCheckDepth) {
+      if (!tooDeepReported_) diags_.error(e.loc, "expression is nested too deeply after expanding functions");
+      tooDeepReported_ = true;
+      e.type = ScalarType::Unknown;
+      return;
+    }
+    ++checkDepth_;
+    checkNode(e);
+    --checkDepth_;
+  }
+
+  void checkNode(Expr& e) {
     switch (e.kind) {
     case ExprKind::Number: e.type = e.isIntLiteral ? ScalarType::Int : ScalarType::Float; return;
     case ExprKind::Ident: return checkIdent(e);
@@ -442,12 +529,27 @@ private:
         if (idx.range) resolveRange(idx);
       }
       size_t depth = scope_.size();
-      for (auto& idx : e.reduceIndices) scope_.push_back(&idx);
+      for (auto& idx : e.reduceIndices) scope_.push_back({idx.name, &idx, nullptr});
       check(*e.body);
       scope_.resize(depth);
       for (auto& idx : e.reduceIndices) settleRange(idx);
       requireNumeric(*e.body, std::string("the body of '") + reduceKindName(e.reduceKind) + "'");
       e.type = e.body->type == ScalarType::Bool ? ScalarType::Unknown : e.body->type;
+      if (e.reduceKind == ReduceKind::Mean && e.type != ScalarType::Unknown) e.type = ScalarType::Float;
+      return;
+    }
+    case ExprKind::Let: {
+      check(*e.args[0]); // the value sees the enclosing scope, not its own name
+      if (checkNewName(e.name, e.loc, "'let'")) {
+        if (tensors_.count(e.name) || definitionNames_.count(e.name) || sizeLocs_.count(e.name) || consts_.count(e.name))
+          diags_.error(e.loc, "'let " + e.name + "' has the name of a tensor, size or constant");
+        else if (lookup(e.name))
+          diags_.error(e.loc, "'let " + e.name + "' shadows an enclosing name");
+      }
+      scope_.push_back({e.name, nullptr, &e});
+      check(*e.body);
+      scope_.pop_back();
+      e.type = e.body->type;
       return;
     }
     case ExprKind::Softmax:
@@ -458,9 +560,15 @@ private:
   }
 
   void checkIdent(Expr& e) {
-    if (IndexDecl* idx = lookupIndex(e.name)) {
+    if (const ScopeEntry* se = lookup(e.name)) {
+      if (se->let) {
+        e.identKind = IdentKind::Let;
+        e.let = se->let;
+        e.type = se->let->args[0]->type;
+        return;
+      }
       e.identKind = IdentKind::Index;
-      e.index = idx;
+      e.index = se->index;
       e.type = ScalarType::Int;
       return;
     }
@@ -477,7 +585,7 @@ private:
     }
     if (tensors_.count(e.name) || definitionNames_.count(e.name))
       diags_.error(e.loc, "'" + e.name + "' is a tensor; index it, as in '" + e.name + "(...)'");
-    else if (findBuiltin(e.name))
+    else if (findBuiltin(e.name) || functions_.count(e.name))
       diags_.error(e.loc, "'" + e.name + "' is a function; call it, as in '" + e.name + "(x)'");
     else
       diags_.error(e.loc, "unknown identifier '" + e.name + "'");
@@ -489,9 +597,12 @@ private:
       e.kind = ExprKind::Call;
       return checkCall(e);
     }
-    for (auto& a : e.args) check(*a);
     auto it = tensors_.find(e.name);
     TensorDecl* t = it == tensors_.end() ? nullptr : it->second;
+    if (!t && !definitionNames_.count(e.name)) {
+      if (auto fn = functions_.find(e.name); fn != functions_.end()) return expandCall(e, fn->second);
+    }
+    for (auto& a : e.args) check(*a);
     if (!t) {
       if (definitionNames_.count(e.name)) {
         if (current_ && current_->name == e.name)
@@ -593,6 +704,317 @@ private:
     }
     e.type = promote(a, b);
   }
+
+  // --- function calls ------------------------------------------------------------------------
+  std::string freshName(const std::string& base) {
+    std::string n = base;
+    for (int i = 2; usedNames_.count(n); ++i) n = base + "_" + std::to_string(i);
+    usedNames_.insert(n);
+    return n;
+  }
+
+  // An argument cheap enough to copy into every use (names, numbers, index arithmetic); one that
+  // reads a tensor is bound once with `let`. Copying keeps bare indices bare, so `w(o, c)` in a
+  // function still fixes the range of the caller's index `o`.
+  static bool isCheap(const Expr& e) {
+    if (e.kind == ExprKind::Read || e.kind == ExprKind::Reduce || e.kind == ExprKind::Let || e.kind == ExprKind::Softmax)
+      return false;
+    for (const auto& a : e.args)
+      if (!isCheap(*a)) return false;
+    return true;
+  }
+
+  struct View {
+    std::string tensor;
+    std::vector<const Expr*> prefix;
+    Loc loc;
+  };
+  struct Substitution {
+    std::map<std::string, View> views;           // tensor parameters
+    std::map<std::string, const Expr*> copies;   // cheap scalar arguments
+    std::map<std::string, std::string> renames;  // let-bound parameters and the body's binders
+  };
+
+  static void collectBinders(const Expr& e, std::set<std::string>& out) {
+    if (e.kind == ExprKind::Let) out.insert(e.name);
+    for (const auto& d : e.reduceIndices) out.insert(d.name);
+    for (const auto& a : e.args) collectBinders(*a, out);
+    if (e.body) collectBinders(*e.body, out);
+  }
+
+  static ExprPtr viewExpr(const View& v, std::vector<ExprPtr> extra) {
+    auto r = std::make_unique<Expr>(extra.empty() && v.prefix.empty() ? ExprKind::Ident : ExprKind::Read, v.loc);
+    r->name = v.tensor;
+    for (const Expr* p : v.prefix) r->args.push_back(p->clone());
+    for (auto& x : extra) r->args.push_back(std::move(x));
+    return r;
+  }
+
+  ExprPtr substitute(ExprPtr e, const Substitution& sub) {
+    auto rename = [&](std::string& n) {
+      if (auto it = sub.renames.find(n); it != sub.renames.end()) n = it->second;
+    };
+    if (e->kind == ExprKind::Ident) {
+      if (auto it = sub.copies.find(e->name); it != sub.copies.end()) return it->second->clone();
+      if (auto it = sub.views.find(e->name); it != sub.views.end()) return viewExpr(it->second, {});
+      rename(e->name);
+      return e;
+    }
+    for (auto& a : e->args) a = substitute(std::move(a), sub);
+    if (e->body) e->body = substitute(std::move(e->body), sub);
+    for (auto& d : e->reduceIndices) {
+      rename(d.name);
+      if (d.range) d.range->lo = substitute(std::move(d.range->lo), sub), d.range->hi = substitute(std::move(d.range->hi), sub);
+    }
+    if (e->kind == ExprKind::Let) rename(e->name);
+    if (e->kind == ExprKind::Read) {
+      if (auto it = sub.views.find(e->name); it != sub.views.end()) return viewExpr(it->second, std::move(e->args));
+    }
+    return e;
+  }
+
+  // Replaces the call `e` by the function's body, with parameters substituted and every name
+  // the body binds renamed to a fresh one (so nothing of the caller's can be captured), then
+  // checks the result as if the caller had written it.
+  void expandCall(Expr& e, const FunctionInfo& fi) {
+    const FunctionDef& f = *fi.def;
+    auto giveUp = [&] {
+      e.type = ScalarType::Unknown;
+    };
+    if (e.args.size() != f.params.size()) {
+      diags_.error(e.loc, "function '" + f.name + "' takes " + std::to_string(f.params.size()) + " argument" +
+                              (f.params.size() == 1 ? "" : "s") + ", got " + std::to_string(e.args.size()));
+      diags_.note(f.loc, "'" + f.name + "' is defined here");
+      return giveUp(); // its arguments would only report follow-on errors
+    }
+    if (!fi.ok) { // its own errors were reported where it is defined
+      for (auto& a : e.args) check(*a);
+      return giveUp();
+    }
+    if ((int)expanding_.size() >= kMaxExpansionDepth) {
+      diags_.error(e.loc, "function calls are nested too deeply (more than " + std::to_string(kMaxExpansionDepth) + " levels)");
+      return giveUp();
+    }
+    Substitution sub;
+    std::vector<std::pair<std::string, size_t>> lets;
+    bool ok = true;
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      Expr& a = *e.args[i];
+      const std::string& param = f.params[i];
+      switch (fi.params[i]) {
+      case FunctionInfo::Param::Tensor:
+        if ((a.kind == ExprKind::Ident || a.kind == ExprKind::Read) && !findBuiltin(a.name) && !functions_.count(a.name)) {
+          View v{a.name, {}, a.loc};
+          for (const auto& x : a.args) v.prefix.push_back(x.get());
+          sub.views[param] = v;
+        } else {
+          diags_.error(a.loc, "argument '" + param + "' of '" + f.name +
+                                  "' is a tensor parameter: pass a tensor or a partial read such as 'x(b, i)'");
+          diags_.note(fi.paramUse[i], "'" + param + "' is used as a tensor here");
+          ok = false;
+        }
+        break;
+      case FunctionInfo::Param::Scalar:
+        if (isCheap(a)) {
+          sub.copies[param] = &a;
+        } else {
+          sub.renames[param] = freshName(param);
+          lets.push_back({sub.renames[param], i});
+        }
+        break;
+      case FunctionInfo::Param::Unused: check(a); break;
+      }
+    }
+    if (!ok) return giveUp();
+    ExprPtr body = f.body->clone();
+    std::set<std::string> binders;
+    collectBinders(*body, binders);
+    for (const std::string& b : binders) sub.renames[b] = freshName(b);
+    ExprPtr out = substitute(std::move(body), sub);
+    for (auto it = lets.rbegin(); it != lets.rend(); ++it) {
+      auto l = std::make_unique<Expr>(ExprKind::Let, e.args[it->second]->loc);
+      l->name = it->first;
+      l->args.push_back(std::move(e.args[it->second]));
+      l->body = std::move(out);
+      out = std::move(l);
+    }
+    expandedNodes_ += countNodes(*out);
+    if (expandedNodes_ > kMaxExpandedNodes) {
+      diags_.error(e.loc, "expanding function '" + f.name + "' makes the kernel too large (more than " +
+                              std::to_string(kMaxExpandedNodes) + " expression nodes)");
+      return giveUp();
+    }
+    Loc callLoc = e.loc;
+    e = std::move(*out); // the call node becomes its expansion
+    diags_.pushContext(callLoc, "in call to '" + f.name + "' here");
+    expanding_.push_back(&fi);
+    check(e);
+    expanding_.pop_back();
+    diags_.popContext();
+  }
+};
+
+// Checks each function once, before any kernel: its names, what each parameter is (a tensor if
+// the body calls it or passes it on as a tensor, a scalar otherwise), and that no function calls
+// itself. Types are checked where a kernel calls the function, on the expansion.
+class FunctionSema {
+public:
+  FunctionSema(FunctionTable& t, DiagEngine& d) : table_(t), diags_(d) {}
+
+  void analyze(FunctionInfo& fi) {
+    if (fi.state != 0) return;
+    fi.state = 1;
+    fn_ = &fi;
+    int errors = diags_.numErrors();
+    const FunctionDef& f = *fi.def;
+    fi.params.assign(f.params.size(), FunctionInfo::Param::Unused);
+    fi.paramUse.assign(f.params.size(), Loc{});
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      checkName(f.params[i], f.paramLocs[i], "parameter");
+      for (size_t j = 0; j < i; ++j)
+        if (f.params[j] == f.params[i]) diags_.error(f.paramLocs[i], "parameter '" + f.params[i] + "' appears twice");
+    }
+    walk(*fi.def->body);
+    fi.ok = diags_.numErrors() == errors;
+    fi.state = 2;
+  }
+
+private:
+  FunctionTable& table_;
+  DiagEngine& diags_;
+  FunctionInfo* fn_ = nullptr;
+  std::vector<std::string> binders_;
+
+  const std::string& fname() const { return fn_->def->name; }
+
+  int paramIndex(const std::string& n) const {
+    if (std::find(binders_.begin(), binders_.end(), n) != binders_.end()) return -1;
+    const auto& ps = fn_->def->params;
+    auto it = std::find(ps.begin(), ps.end(), n);
+    return it == ps.end() ? -1 : (int)(it - ps.begin());
+  }
+
+  void checkName(const std::string& n, Loc loc, const char* what) {
+    if (n.find("__") != std::string::npos)
+      diags_.error(loc, std::string(what) + " name '" + n + "' contains '__', which is reserved for compiler-generated names");
+    else if (findBuiltin(n) || isReservedKeyword(n) || isReductionName(n))
+      diags_.error(loc, std::string(what) + " name '" + n + "' is reserved (a builtin function or keyword)");
+    else if (table_.count(n))
+      diags_.error(loc, std::string(what) + " name '" + n + "' is the name of a function");
+  }
+
+  void checkBinder(const std::string& n, Loc loc, const char* what) {
+    checkName(n, loc, what);
+    if (paramIndex(n) >= 0) diags_.error(loc, std::string(what) + " '" + n + "' shadows a parameter of '" + fname() + "'");
+    else if (std::find(binders_.begin(), binders_.end(), n) != binders_.end())
+      diags_.error(loc, std::string(what) + " '" + n + "' shadows an enclosing name");
+  }
+
+  void mark(int p, FunctionInfo::Param kind, Loc loc) {
+    auto& k = fn_->params[p];
+    if (k == FunctionInfo::Param::Unused) {
+      k = kind;
+      fn_->paramUse[p] = loc;
+      return;
+    }
+    if (k == kind) return;
+    const std::string& n = fn_->def->params[p];
+    bool tensor = kind == FunctionInfo::Param::Tensor;
+    diags_.error(loc, "parameter '" + n + "' of '" + fname() + "' is used here as a " + (tensor ? "tensor" : "scalar") +
+                          ", but as a " + (tensor ? "scalar" : "tensor") + " before");
+    diags_.note(fn_->paramUse[p], "first used here");
+  }
+
+  void walk(Expr& e) {
+    switch (e.kind) {
+    case ExprKind::Number: return;
+    case ExprKind::Ident: {
+      if (std::find(binders_.begin(), binders_.end(), e.name) != binders_.end()) return;
+      if (int p = paramIndex(e.name); p >= 0) return mark(p, FunctionInfo::Param::Scalar, e.loc);
+      if (table_.count(e.name) || findBuiltin(e.name))
+        diags_.error(e.loc, "'" + e.name + "' is a function; call it, as in '" + e.name + "(x)'");
+      else
+        diags_.error(e.loc, "unknown identifier '" + e.name + "' in function '" + fname() +
+                                "' (a function sees only its parameters and the names it binds)");
+      return;
+    }
+    case ExprKind::Read:
+    case ExprKind::Call: {
+      if (int p = paramIndex(e.name); p >= 0) {
+        mark(p, FunctionInfo::Param::Tensor, e.loc);
+        for (auto& a : e.args) walk(*a);
+        return;
+      }
+      if (const Builtin* b = findBuiltin(e.name)) {
+        if ((int)e.args.size() != b->arity)
+          diags_.error(e.loc, "'" + e.name + "' takes " + std::to_string(b->arity) + " argument" + (b->arity == 1 ? "" : "s") +
+                                  ", got " + std::to_string(e.args.size()));
+        for (auto& a : e.args) walk(*a);
+        return;
+      }
+      auto it = table_.find(e.name);
+      if (it == table_.end()) {
+        diags_.error(e.loc, "unknown function or tensor parameter '" + e.name + "' in function '" + fname() + "'");
+        for (auto& a : e.args) walk(*a);
+        return;
+      }
+      FunctionInfo& g = it->second;
+      if (g.state == 1) {
+        diags_.error(e.loc, "recursive function: '" + fname() + "' calls '" + e.name +
+                                "', which is still being defined (functions are expanded inline and cannot recurse)");
+        return;
+      }
+      if (g.state == 0) FunctionSema(table_, diags_).analyze(g);
+      if (e.args.size() != g.def->params.size()) {
+        diags_.error(e.loc, "function '" + e.name + "' takes " + std::to_string(g.def->params.size()) + " argument" +
+                                (g.def->params.size() == 1 ? "" : "s") + ", got " + std::to_string(e.args.size()));
+        diags_.note(g.def->loc, "'" + e.name + "' is defined here");
+        return;
+      }
+      for (size_t i = 0; i < e.args.size(); ++i) {
+        Expr& a = *e.args[i];
+        if (g.params[i] != FunctionInfo::Param::Tensor) {
+          walk(a);
+          continue;
+        }
+        int p = (a.kind == ExprKind::Ident || a.kind == ExprKind::Read) ? paramIndex(a.name) : -1;
+        if (p < 0) {
+          diags_.error(a.loc, "argument '" + g.def->params[i] + "' of '" + e.name +
+                                  "' is a tensor parameter: pass a tensor parameter of '" + fname() + "' or a partial read of one");
+          continue;
+        }
+        mark(p, FunctionInfo::Param::Tensor, a.loc);
+        for (auto& x : a.args) walk(*x);
+      }
+      return;
+    }
+    case ExprKind::Unary:
+    case ExprKind::Binary:
+      for (auto& a : e.args) walk(*a);
+      return;
+    case ExprKind::Reduce: {
+      for (auto& d : e.reduceIndices) {
+        checkBinder(d.name, d.loc, "index");
+        if (d.range) walk(*d.range->lo), walk(*d.range->hi);
+      }
+      size_t depth = binders_.size();
+      for (auto& d : e.reduceIndices) binders_.push_back(d.name);
+      walk(*e.body);
+      binders_.resize(depth);
+      return;
+    }
+    case ExprKind::Let:
+      walk(*e.args[0]);
+      checkBinder(e.name, e.loc, "'let'");
+      binders_.push_back(e.name);
+      walk(*e.body);
+      binders_.pop_back();
+      return;
+    case ExprKind::Softmax:
+      diags_.error(e.loc, "softmax cannot be used inside a function; write it as the right-hand side of a kernel definition");
+      return;
+    }
+  }
 };
 
 } // namespace
@@ -600,10 +1022,29 @@ private:
 bool isBuiltinFunction(const std::string& name) { return findBuiltin(name) != nullptr; }
 
 bool analyze(Module& m, DiagEngine& diags, const SemaOptions& opts) {
+  FunctionTable functions;
+  for (auto& f : m.functions) {
+    if (f->name.find("__") != std::string::npos) {
+      diags.error(f->loc, "function name '" + f->name + "' contains '__', which is reserved for compiler-generated names");
+      continue;
+    }
+    if (findBuiltin(f->name) || isReservedKeyword(f->name) || isReductionName(f->name)) {
+      diags.error(f->loc, "function name '" + f->name + "' is reserved (a builtin function or keyword)");
+      continue;
+    }
+    auto [it, fresh] = functions.try_emplace(f->name);
+    if (!fresh) {
+      diags.error(f->loc, "redefinition of function '" + f->name + "'");
+      diags.note(it->second.def->loc, "'" + f->name + "' was first defined here");
+      continue;
+    }
+    it->second.def = f.get();
+  }
+  for (auto& [name, info] : functions) FunctionSema(functions, diags).analyze(info);
   std::set<std::string> names;
   for (auto& k : m.kernels) {
     if (!names.insert(k->name).second) diags.error(k->loc, "redefinition of kernel '" + k->name + "'");
-    KernelSema(*k, diags, opts).run();
+    KernelSema(*k, diags, opts, functions).run();
   }
   // A -D must name a constant of some kernel in the file: a typo must not pass silently.
   for (const auto& [name, value] : opts.defines) {

@@ -8,6 +8,8 @@
 #include <cctype>
 #include <cstdlib>
 #include <limits>
+#include <mutex>
+#include <string>
 #include <stdexcept>
 #include <utility>
 
@@ -618,6 +620,26 @@ std::string describe_halide_error(int code) {
 }
 
 namespace {
+// Halide's own halide_error prints the message and aborts the process. The definition below
+// replaces it (Halide's is weak), so a failing kernel returns its error code and call() reports
+// the message as a Status instead. Errors raised on Halide's worker threads land in the shared
+// copy.
+thread_local std::string t_last_halide_error;
+std::mutex g_halide_error_mutex;
+std::string g_last_halide_error;
+}  // namespace
+}  // namespace attnc
+
+extern "C" void halide_error(void* /*user_context*/, const char* msg) {
+    std::string m = msg ? msg : "";
+    while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
+    attnc::t_last_halide_error = m;
+    std::lock_guard<std::mutex> lock(attnc::g_halide_error_mutex);
+    attnc::g_last_halide_error = m;
+}
+
+namespace attnc {
+namespace {
 halide_type_t halide_type_of(DType dtype) {
     switch (dtype) {
     case DType::F32: return halide_type_t(halide_type_float, 32, 1);
@@ -668,10 +690,21 @@ Status call(const KernelDesc& k, const std::vector<TensorView>& inputs,
         args[i] = &bufs[i];
     }
 
+    t_last_halide_error.clear();
+    {
+        std::lock_guard<std::mutex> lock(g_halide_error_mutex);
+        g_last_halide_error.clear();
+    }
     const int rc = k.argv_fn(args.data());
     if (rc != 0) {
+        std::string msg = t_last_halide_error;
+        if (msg.empty()) {
+            std::lock_guard<std::mutex> lock(g_halide_error_mutex);
+            msg = g_last_halide_error;
+        }
         return Status::Error(std::string(kname(k)) + ": kernel failed with Halide error " +
-                             std::to_string(rc) + " (" + describe_halide_error(rc) + ")");
+                             std::to_string(rc) + " (" + describe_halide_error(rc) + ")" +
+                             (msg.empty() ? "" : ": " + msg));
     }
     return Status::Ok();
 }

@@ -531,7 +531,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         SyntaxCase{"", 1, 1, "no kernel in file (expected 'kernel name(...) -> ... { ... }')"},
         SyntaxCase{"# only a comment\n", 2, 1, "no kernel in file (expected 'kernel name(...) -> ... { ... }')"},
-        SyntaxCase{"func f() -> o: f32[1] {}", 1, 1, "expected 'kernel', found 'func'"},
+        SyntaxCase{"func f() -> o: f32[1] {}", 1, 1, "expected 'kernel', 'def' or 'import', found 'func'"},
         SyntaxCase{"kernel f(a f32[N]) -> o: f32[N] {}", 1, 12,
                    "expected ':' after 'a' (write 'name: f32[dims]'), found 'f32'"},
         SyntaxCase{"kernel f(a: f32[N]) o: f32[N] {}", 1, 21, "expected '->' before the kernel outputs, found 'o'"},
@@ -549,7 +549,7 @@ INSTANTIATE_TEST_SUITE_P(
                    "expected ')' to close the arguments of 'a', found '}'"},
         SyntaxCase{"kernel f(a: f32[N]) -> o: f32[N] { o(i) = 3000000000 }", 1, 43,
                    "integer '3000000000' does not fit in 32 bits"},
-        SyntaxCase{"kernel f(a: f32[N]) -> o: f32[N] { o(i) = a(i) } extra", 1, 50, "expected 'kernel', found 'extra'"},
+        SyntaxCase{"kernel f(a: f32[N]) -> o: f32[N] { o(i) = a(i) } extra", 1, 50, "expected 'kernel', 'def' or 'import', found 'extra'"},
         SyntaxCase{"kernel f(a: f32[N]) -> o: f32[N] { const c 2 }", 1, 44,
                    "expected '=' after constant 'c', found '2'"}));
 

@@ -1,9 +1,13 @@
-// attn-run: JIT-compiles a .attn kernel through Halide and runs it on float32/int32 .npy files.
+// attn-run: JIT-compiles a .attn kernel through Halide and runs it on float32/int32 .npy files, or
+// (--reference) evaluates it with the fp64 reference interpreter instead.
 #include "attnc/Driver.h"
 #include "attnc/Schedule.h"
+#include "attnc/dsl/Interpreter.h"
 #include "attnc/npy.h"
 #include "attnc/runtime.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -16,6 +20,10 @@ const char* kUsage =
     "  --schedule=S   auto (default), none, or a rule name\n"
     "  --kernel=NAME  kernel to run when the file has several\n"
     "  -D NAME=VALUE  override a kernel constant\n"
+    "  -I DIR         also search DIR for imported .attn files\n"
+    "  --reference    evaluate with the fp64 reference interpreter instead of Halide (outputs are\n"
+    "                 written as float32/int32 like the compiled ones; --target and --schedule are\n"
+    "                 ignored)\n"
     "Inputs must be little-endian, C-order float32 or int32 arrays. Every output is summarised;\n"
     "those named with --output are written.\n";
 
@@ -43,12 +51,128 @@ Halide::Buffer<> wrap(attnc::TensorView& t) {
   return Halide::Buffer<>(ty, t.data, t.rank, dims.data());
 }
 
+// Checks the --input/--output names against the kernel's and fills name -> path maps; returns an
+// error message, or "" when they are fine.
+std::string matchPaths(const std::string& kernel, const std::vector<std::string>& inNames, const std::vector<std::string>& outNames,
+                       const std::vector<std::pair<std::string, std::string>>& ins,
+                       const std::vector<std::pair<std::string, std::string>>& outs, std::map<std::string, std::string>* inPaths,
+                       std::map<std::string, std::string>* outPaths) {
+  for (auto& [n, p] : ins) {
+    if (std::find(inNames.begin(), inNames.end(), n) == inNames.end()) return "kernel '" + kernel + "' has no input named '" + n + "'";
+    if (!inPaths->emplace(n, p).second) return "input '" + n + "' is given twice";
+  }
+  for (auto& [n, p] : outs) {
+    if (std::find(outNames.begin(), outNames.end(), n) == outNames.end())
+      return "kernel '" + kernel + "' has no output named '" + n + "'";
+    if (!outPaths->emplace(n, p).second) return "output '" + n + "' is given twice";
+    for (auto& [in, ip] : *inPaths)
+      if (ip == p || attnc::sameFile(ip, p)) return "refusing to overwrite input file '" + ip + "' with output '" + n + "'";
+  }
+  for (const std::string& n : inNames)
+    if (!inPaths->count(n)) return "missing --input " + n + "=FILE.npy";
+  return "";
+}
+
+// Prints `name: [shape]`, and for float outputs ` min .. max .. mean ..`.
+template <typename T> void summarise(const std::string& name, const std::vector<int64_t>& shape, bool isFloat, const T* data, int64_t count) {
+  std::cout << name << ": [";
+  for (size_t d = 0; d < shape.size(); ++d) std::cout << (d ? ", " : "") << shape[d];
+  std::cout << "]";
+  if (isFloat) {
+    double lo = 0, hi = 0, sum = 0;
+    for (int64_t j = 0; j < count; ++j) {
+      double v = (double)data[j];
+      lo = j ? std::min(lo, v) : v;
+      hi = j ? std::max(hi, v) : v;
+      sum += v;
+    }
+    std::cout << " min " << lo << " max " << hi << " mean " << (count ? sum / count : 0);
+  }
+}
+
+// --reference: the checked kernel evaluated by the fp64 interpreter (no MLIR, no Halide).
+int runReference(const attnc::dsl::Module& m, const std::string& kernelName, const std::vector<std::pair<std::string, std::string>>& ins,
+                 const std::vector<std::pair<std::string, std::string>>& outs) {
+  const attnc::dsl::Kernel* k = nullptr;
+  if (!kernelName.empty()) {
+    for (const auto& c : m.kernels)
+      if (c->name == kernelName) k = c.get();
+    if (!k) return fail("no kernel named '" + kernelName + "'");
+  } else if (m.kernels.size() == 1) {
+    k = m.kernels[0].get();
+  } else {
+    return fail("the file has " + std::to_string(m.kernels.size()) + " kernels; choose one with --kernel=NAME");
+  }
+  std::vector<std::string> inNames, outNames;
+  for (const auto& t : k->inputs) inNames.push_back(t->name);
+  for (const auto& t : k->outputs) outNames.push_back(t->name);
+  std::map<std::string, std::string> inPaths, outPaths;
+  std::string err = matchPaths(k->name, inNames, outNames, ins, outs, &inPaths, &outPaths);
+  if (!err.empty()) return fail(err);
+
+  std::vector<attnc::dsl::RefTensor> inputs;
+  for (const std::string& n : inNames) {
+    attnc::NpyArray a;
+    attnc::Status st = attnc::read_npy(inPaths[n], &a);
+    if (!st.ok()) return fail(st.message());
+    attnc::dsl::RefTensor t;
+    t.shape = a.shape;
+    t.isInt = a.dtype == attnc::DType::I32;
+    size_t count = a.data.size() / 4;
+    t.data.resize(count);
+    for (size_t j = 0; j < count; ++j) {
+      if (t.isInt) {
+        int32_t v;
+        std::memcpy(&v, a.data.data() + 4 * j, 4);
+        t.data[j] = v;
+      } else {
+        float v;
+        std::memcpy(&v, a.data.data() + 4 * j, 4);
+        t.data[j] = v;
+      }
+    }
+    inputs.push_back(std::move(t));
+  }
+  std::vector<attnc::dsl::RefTensor> results;
+  if (!attnc::dsl::interpret(*k, inputs, &results, &err)) return fail(k->name + ": " + err);
+
+  for (size_t i = 0; i < results.size(); ++i) {
+    const attnc::dsl::RefTensor& r = results[i];
+    const std::string& n = outNames[i];
+    summarise(n, r.shape, !r.isInt, r.data.data(), (int64_t)r.data.size());
+    auto it = outPaths.find(n);
+    if (it != outPaths.end()) {
+      std::vector<char> bytes(std::max<size_t>(r.data.size(), 1) * 4);
+      for (size_t j = 0; j < r.data.size(); ++j) {
+        if (r.isInt) {
+          double v = r.data[j];
+          if (!(v >= -2147483648.0 && v <= 2147483647.0))
+            return fail("output '" + n + "' element " + std::to_string(j) + " is " + std::to_string(v) + ", which does not fit in i32");
+          int32_t x = (int32_t)v;
+          std::memcpy(bytes.data() + 4 * j, &x, 4);
+        } else {
+          float x = (float)r.data[j];
+          std::memcpy(bytes.data() + 4 * j, &x, 4);
+        }
+      }
+      attnc::Status ws = attnc::write_npy(it->second, r.isInt ? attnc::DType::I32 : attnc::DType::F32, r.shape, bytes.data());
+      if (!ws.ok()) return fail(ws.message());
+      std::cout << " -> " << it->second;
+    }
+    std::cout << "\n";
+  }
+  std::cerr << "reference: fp64 interpreter\n";
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
   std::string input, targetStr = "host", schedule = "auto", kernelName;
   std::vector<std::pair<std::string, std::string>> ins, outs;
-  attnc::dsl::SemaOptions sema;
+  attnc::dsl::FrontEndOptions feOpts;
+  attnc::dsl::SemaOptions& sema = feOpts.sema;
+  bool reference = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return ++i < argc ? argv[i] : ""; };
@@ -70,6 +194,12 @@ int main(int argc, char** argv) {
       schedule = a.substr(11);
     } else if (a.rfind("--kernel=", 0) == 0) {
       kernelName = a.substr(9);
+    } else if (a == "--reference") {
+      reference = true;
+    } else if (a.rfind("-I", 0) == 0) {
+      std::string dir = a == "-I" ? next() : a.substr(2);
+      if (dir.empty()) return fail("-I needs a directory");
+      feOpts.importPaths.push_back(dir);
     } else if (a.rfind("-D", 0) == 0) {
       std::string def = a == "-D" ? next() : a.substr(2);
       if (!splitAssign(def, &name, &path)) return fail("-D expects NAME=VALUE, got '" + def + "'");
@@ -85,7 +215,8 @@ int main(int argc, char** argv) {
   if (input.empty()) return fail(std::string("no kernel file\n") + kUsage);
 
   attnc::FrontEnd fe;
-  if (!attnc::runFrontEnd(input, sema, std::cerr, &fe)) return 1;
+  if (!attnc::runFrontEnd(input, feOpts, std::cerr, &fe)) return 1;
+  if (reference) return runReference(*fe.module, kernelName, ins, outs);
   mlir::MLIRContext ctx;
   auto module = attnc::generateMLIR(ctx, fe, std::cerr);
   if (!module) return 1;
@@ -117,25 +248,14 @@ int main(int argc, char** argv) {
                            (int)outDesc.size(), outDesc.data(), nullptr};
 
     std::map<std::string, std::string> inPaths, outPaths;
-    for (auto& [n, p] : ins) {
-      bool known = false;
-      for (auto& kp : lk.inputs) known |= kp.name == n;
-      if (!known) return fail("kernel '" + lk.name + "' has no input named '" + n + "'");
-      if (!inPaths.emplace(n, p).second) return fail("input '" + n + "' is given twice");
-    }
-    for (auto& [n, p] : outs) {
-      if (std::find(lk.outputNames.begin(), lk.outputNames.end(), n) == lk.outputNames.end())
-        return fail("kernel '" + lk.name + "' has no output named '" + n + "'");
-      if (!outPaths.emplace(n, p).second) return fail("output '" + n + "' is given twice");
-      for (auto& [in, ip] : inPaths)
-        if (ip == p || attnc::sameFile(ip, p)) return fail("refusing to overwrite input file '" + ip + "' with output '" + n + "'");
-    }
+    std::vector<std::string> inNames;
+    for (auto& kp : lk.inputs) inNames.push_back(kp.name);
+    std::string ioErr = matchPaths(lk.name, inNames, lk.outputNames, ins, outs, &inPaths, &outPaths);
+    if (!ioErr.empty()) return fail(ioErr);
     std::vector<attnc::NpyArray> arrays(lk.inputs.size());
     std::vector<attnc::TensorView> views;
     for (size_t i = 0; i < lk.inputs.size(); ++i) {
-      auto it = inPaths.find(lk.inputs[i].name);
-      if (it == inPaths.end()) return fail("missing --input " + lk.inputs[i].name + "=FILE.npy");
-      attnc::Status st = attnc::read_npy(it->second, &arrays[i]);
+      attnc::Status st = attnc::read_npy(inPaths[lk.inputs[i].name], &arrays[i]);
       if (!st.ok()) return fail(st.message());
       views.push_back(arrays[i].view());
     }
@@ -162,20 +282,10 @@ int main(int argc, char** argv) {
 
     for (size_t i = 0; i < shapes.size(); ++i) {
       const std::string& n = lk.outputNames[i];
-      std::cout << n << ": [";
-      for (size_t d = 0; d < shapes[i].size(); ++d) std::cout << (d ? ", " : "") << shapes[i][d];
-      std::cout << "]";
-      if (lk.outputIsFloat[i]) {
-        const float* f = reinterpret_cast<const float*>(outData[i].data());
-        int64_t count = outViews[i].numel();
-        double lo = 0, hi = 0, sum = 0;
-        for (int64_t j = 0; j < count; ++j) {
-          lo = j ? std::min(lo, (double)f[j]) : f[j];
-          hi = j ? std::max(hi, (double)f[j]) : f[j];
-          sum += f[j];
-        }
-        std::cout << " min " << lo << " max " << hi << " mean " << (count ? sum / count : 0);
-      }
+      if (lk.outputIsFloat[i])
+        summarise(n, shapes[i], true, reinterpret_cast<const float*>(outData[i].data()), outViews[i].numel());
+      else
+        summarise(n, shapes[i], false, reinterpret_cast<const int32_t*>(outData[i].data()), outViews[i].numel());
       auto it = outPaths.find(n);
       if (it != outPaths.end()) {
         attnc::Status ws = attnc::write_npy(it->second, outViews[i].dtype, shapes[i], outData[i].data());

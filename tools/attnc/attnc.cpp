@@ -22,7 +22,9 @@ const char* kUsage =
     "  --schedule=S      auto (default), none, or a rule name (cpu-dense, cpu-generic)\n"
     "  --kernel=NAME     kernel to compile when the file has several\n"
     "  --function-name=F C symbol of the compiled kernel (default: the kernel name)\n"
-    "  -D NAME=VALUE     override a kernel constant\n";
+    "  -D NAME=VALUE     override a kernel constant\n"
+    "  -I DIR            also search DIR for 'import name' (before the standard library)\n"
+    "  --depfile=PATH    write a Make-style dependency file (the input and every imported file)\n";
 
 int fail(const std::string& msg) {
   std::cerr << "error: " << msg << "\n";
@@ -69,7 +71,9 @@ int emitText(const std::string& text, const std::string& outPath) {
 
 int main(int argc, char** argv) {
   std::string input, emit = "mlir", outPath, targetStr = "host", schedule = "auto", kernelName, fnName;
-  attnc::dsl::SemaOptions sema;
+  attnc::dsl::FrontEndOptions feOpts;
+  attnc::dsl::SemaOptions& sema = feOpts.sema;
+  std::string depfile;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const std::string& flag) -> std::string {
@@ -95,8 +99,15 @@ int main(int argc, char** argv) {
     } else if (a == "-o") {
       if (++i >= argc) return fail("-o needs a path");
       outPath = argv[i];
+    } else if (a.rfind("--depfile=", 0) == 0) {
+      depfile = value("--depfile");
+      if (depfile.empty()) return fail("--depfile needs a path");
+    } else if (a == "-I" || a.rfind("-I", 0) == 0) {
+      std::string dir = a == "-I" ? (i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : "") : a.substr(2);
+      if (dir.empty()) return fail("-I needs a directory");
+      feOpts.importPaths.push_back(dir);
     } else if (a == "-D" || a.rfind("-D", 0) == 0) {
-      std::string def = a == "-D" ? (++i < argc ? argv[i] : "") : a.substr(2);
+      std::string def = a == "-D" ? (i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : "") : a.substr(2);
       size_t eq = def.find('=');
       if (def.empty() || eq == std::string::npos || eq == 0)
         return fail("-D expects NAME=VALUE, got '" + def + "'");
@@ -120,9 +131,24 @@ int main(int argc, char** argv) {
     for (const std::string& candidate : {outPath, outPath + ".a", outPath + ".h", outPath + ".attnc.h"})
       if (attnc::sameFile(candidate, input)) return fail("refusing to overwrite the input file '" + input + "'");
   }
+  if (!depfile.empty() && attnc::sameFile(depfile, input)) return fail("refusing to overwrite the input file '" + input + "'");
 
   attnc::FrontEnd fe;
-  if (!attnc::runFrontEnd(input, sema, std::cerr, &fe)) return 1;
+  if (!attnc::runFrontEnd(input, feOpts, std::cerr, &fe)) return 1;
+  if (!depfile.empty()) {
+    // Make syntax: spaces in paths are escaped; the rule names the first artefact.
+    auto esc = [](const std::string& p) {
+      std::string o;
+      for (char c : p) o += c == ' ' ? std::string("\\ ") : std::string(1, c);
+      return o;
+    };
+    std::string target = emit == "lib" ? outPath + ".a" : outPath.empty() ? input : outPath;
+    std::string text = esc(target) + ":";
+    text += " " + esc(input);
+    for (const auto& f : fe.module->files) text += " " + esc(f->path);
+    text += "\n";
+    if (int rc = emitText(text, depfile)) return rc;
+  }
   if (emit == "ast") {
     std::ostringstream os;
     attnc::dsl::printModule(os, *fe.module);

@@ -3,6 +3,7 @@
 
 #include "attnc/HalideGen.h"
 #include "attnc/dsl/AST.h"
+#include "attnc/dsl/FrontEnd.h"
 #include "attnc/dsl/Sema.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -20,8 +21,10 @@ struct FrontEnd {
   std::unique_ptr<dsl::Module> module;
 };
 
-// Reads `path`, parses and analyses it. Prints `file:line:col: error: ...` diagnostics (or a
-// plain `error:` for unreadable files) to `err`; returns false on any error.
+// Reads `path` and its imports, parses and analyses them (dsl::loadModule). Prints
+// `file:line:col: error: ...` diagnostics (or a plain `error:` for unreadable files) to `err`;
+// returns false on any error.
+bool runFrontEnd(const std::string& path, const dsl::FrontEndOptions& opts, std::ostream& err, FrontEnd* out);
 bool runFrontEnd(const std::string& path, const dsl::SemaOptions& opts, std::ostream& err, FrontEnd* out);
 
 // MLIRGen with diagnostics routed to `err`; null on failure.

@@ -2,7 +2,6 @@
 #include "attnc/Driver.h"
 
 #include "attnc/MLIRGen.h"
-#include "attnc/dsl/Parser.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/raw_ostream.h"
@@ -15,35 +14,18 @@
 
 namespace attnc {
 
-bool runFrontEnd(const std::string& path, const dsl::SemaOptions& opts, std::ostream& err, FrontEnd* out) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) {
-    err << "error: cannot read '" << path << "': " << std::strerror(errno) << "\n";
-    return false;
-  }
-  if (S_ISDIR(st.st_mode)) {
-    err << "error: cannot read '" << path << "': it is a directory\n";
-    return false;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    err << "error: cannot read '" << path << "': " << std::strerror(errno) << "\n";
-    return false;
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  auto file = std::make_shared<dsl::SourceFile>();
-  file->path = path;
-  file->text = text.str();
-  dsl::DiagEngine diags(file);
-  dsl::Parser parser(*file, diags);
-  std::unique_ptr<dsl::Module> m = parser.parseModule();
-  if (m) dsl::analyze(*m, diags, opts);
-  diags.print(err);
-  if (!m || diags.hasErrors()) return false;
-  out->file = file;
-  out->module = std::move(m);
+bool runFrontEnd(const std::string& path, const dsl::FrontEndOptions& opts, std::ostream& err, FrontEnd* out) {
+  dsl::LoadedModule loaded;
+  if (!dsl::loadModule(path, opts, err, &loaded)) return false;
+  out->file = loaded.file;
+  out->module = std::move(loaded.module);
   return true;
+}
+
+bool runFrontEnd(const std::string& path, const dsl::SemaOptions& opts, std::ostream& err, FrontEnd* out) {
+  dsl::FrontEndOptions fo;
+  fo.sema = opts;
+  return runFrontEnd(path, fo, err, out);
 }
 
 mlir::OwningOpRef<mlir::ModuleOp> generateMLIR(mlir::MLIRContext& ctx, const FrontEnd& fe, std::ostream& err) {

@@ -107,6 +107,11 @@ private:
   llvm::DenseMap<Value, std::string> funcNames_;
   std::map<std::string, int> partCounter_;
   std::vector<std::string>* reads_ = nullptr;
+  struct NestedReduce {
+    std::string name;
+    std::vector<BlockArgument> captured;
+  };
+  llvm::DenseMap<Operation*, NestedReduce> nestedReduce_;
 
   LoweredFunc& addFunc(LoweredFunc f) {
     out_.funcs.push_back(std::move(f));
@@ -241,8 +246,9 @@ private:
     ex.varNames = varNames;
     ex.vars = vars;
     H::Expr e = H::exp(score.func(all) - mx.func(rows));
-    // A masked score is -inf; a row with every key masked has max -inf too, so guard both.
-    if (masked) e = H::select(score.func(all) == H::Float(32).min(), 0.0f, e);
+    // A masked score is -inf (as is a -inf score from an additive mask); a row where every score
+    // is -inf has max -inf too, and exp(-inf - -inf) would be NaN, so guard both.
+    e = H::select(score.func(all) == H::Float(32).min(), 0.0f, e);
     ex.func(all) = e;
     ex.reads = {score.name, mx.name};
 
@@ -258,7 +264,7 @@ private:
     p.varNames = varNames;
     p.vars = vars;
     H::Expr prob = ex.func(all) / sm.func(rows);
-    if (masked) prob = H::select(sm.func(rows) > 0.0f, prob, 0.0f); // fully masked row: zeros
+    prob = H::select(sm.func(rows) > 0.0f, prob, 0.0f); // fully masked row: zeros, never NaN
     p.func(all) = prob;
     p.reads = {ex.name, sm.name};
 
@@ -317,6 +323,17 @@ private:
   // A reduction nested in a larger expression becomes its own Func `<def>__<kind><n>` over the
   // enclosing indices it uses; the expression calls it.
   H::Expr lowerNestedReduce(attn::ReduceOp op, Env& env) {
+    // A reduction used from several places (a `let` value read inside another reduction, as
+    // layer_norm's mean is) is one Func, called with each place's values of its indices.
+    if (auto it = nestedReduce_.find(op.getOperation()); it != nestedReduce_.end()) {
+      std::vector<H::Expr> callArgs;
+      for (BlockArgument ba : it->second.captured) {
+        callArgs.push_back(env.lookup(ba));
+        if (!callArgs.back().defined()) unsupported(op, "reduction uses an index that is not in scope");
+      }
+      if (reads_) reads_->push_back(it->second.name);
+      return out_.find(it->second.name)->func(reversed(callArgs));
+    }
     llvm::SetVector<BlockArgument> captured;
     collectCaptured(op, captured);
     std::string def = definitionOf(op);
@@ -349,6 +366,7 @@ private:
     for (int i = 0; i < r.dimensions(); ++i) lf.rvars.push_back(r[i]);
     H::Func f = lf.func;
     addFunc(std::move(lf));
+    nestedReduce_[op.getOperation()] = {name, {captured.begin(), captured.end()}};
     if (reads_) reads_->push_back(name);
     return f(reversed(callArgs));
   }
@@ -384,6 +402,18 @@ private:
           auto fn = funcNames_.find(t);
           if (fn == funcNames_.end()) unsupported(op, "read of a tensor that is not an input or a definition");
           if (reads_) reads_->push_back(fn->second);
+          // A computed index (`v(b, o / Dh, i, o % Dh)`) is clamped to the definition's range. That
+          // changes nothing for a valid program, but Halide's bounds inference cannot prove the
+          // range of such indices itself and would compute the definition (and read its inputs)
+          // outside it. Plain indices need no clamp.
+          auto defOp = t.getDefiningOp();
+          ValueRange extents = defOp->getOperands();
+          for (size_t d = 0; d < idx.size(); ++d) {
+            size_t dsl = idx.size() - 1 - d;
+            if (idx[d].as<H::Internal::Variable>() || dsl >= extents.size()) continue;
+            H::Expr hi = H::cast<int32_t>(eval(extents[dsl], env)) - 1;
+            idx[d] = H::clamp(idx[d], 0, H::max(hi, 0));
+          }
           return out_.find(fn->second)->func(idx);
         })
         .Case<attn::ReduceOp>([&](attn::ReduceOp r) { return lowerNestedReduce(r, env); })

@@ -39,8 +39,10 @@ private:
   StringAttr file_;
   std::map<std::string, Value> sizes_, tensors_;
   std::map<const IndexDecl*, Value> indices_;
+  std::map<const Expr*, Value> lets_;
 
-  Location loc(Loc l) { return FileLineColLoc::get(file_, l.line, l.col); }
+  // Locations in imported files (functions expanded into the kernel) name those files.
+  Location loc(Loc l) { return FileLineColLoc::get(l.file ? b_.getStringAttr(l.file->path) : file_, l.line, l.col); }
 
   Type elemType(ElemType t) { return t == ElemType::F32 ? (Type)b_.getF32Type() : (Type)b_.getI32Type(); }
 
@@ -65,6 +67,7 @@ private:
     sizes_.clear();
     tensors_.clear();
     indices_.clear();
+    lets_.clear();
     SmallVector<Type> ins, outs;
     for (const auto& t : k.inputs) ins.push_back(tensorType(*t));
     for (const auto& t : k.outputs) outs.push_back(tensorType(*t));
@@ -191,6 +194,7 @@ private:
       case IdentKind::Const:
         if (e.type == ScalarType::Int) return b_.create<arith::ConstantIndexOp>(l, (int64_t)e.constValue);
         return b_.create<arith::ConstantOp>(l, b_.getF32FloatAttr((float)e.constValue));
+      case IdentKind::Let: return lets_.at(e.let);
       case IdentKind::Unresolved: break;
       }
       llvm_unreachable("unresolved identifier after Sema");
@@ -211,6 +215,11 @@ private:
     }
     case ExprKind::Binary: return genBinary(e);
     case ExprKind::Reduce: return genReduce(e);
+    case ExprKind::Let: {
+      // The value is computed once, where the let stands; every use refers to that SSA value.
+      lets_[&e] = gen(*e.args[0]);
+      return gen(*e.body);
+    }
     case ExprKind::Softmax: break;
     }
     llvm_unreachable("softmax below the top of a definition is rejected by Sema");
@@ -289,13 +298,21 @@ private:
     Location l = loc(e.loc);
     Type resultType = e.type == ScalarType::Float ? (Type)b_.getF32Type() : (Type)b_.getI32Type();
     SmallVector<Value> ext = extents(e.reduceIndices);
-    auto op = b_.create<attn::ReduceOp>(l, resultType, reduceKindName(e.reduceKind), ext, indexNames(e.reduceIndices));
+    bool mean = e.reduceKind == ReduceKind::Mean;
+    // mean(...) x is sum(...) x divided by the number of points of the domain.
+    auto op = b_.create<attn::ReduceOp>(l, resultType, mean ? "sum" : reduceKindName(e.reduceKind), ext,
+                                        indexNames(e.reduceIndices));
     {
       OpBuilder::InsertionGuard guard(b_);
       indexBlock(op.getBody(), e.reduceIndices);
       Value v = gen(*e.body);
       v = e.type == ScalarType::Float ? toFloat(v) : toI32(v);
       b_.create<attn::YieldOp>(loc(e.body->loc), ValueRange{v});
+    }
+    if (mean) {
+      Value count = ext[0];
+      for (size_t i = 1; i < ext.size(); ++i) count = b_.create<arith::MulIOp>(l, count, ext[i]);
+      return b_.create<arith::DivFOp>(l, op.getResult(), toFloat(count));
     }
     return e.type == ScalarType::Float ? (Value)op.getResult() : toIndex(op.getResult());
   }

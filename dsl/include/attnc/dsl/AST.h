@@ -21,12 +21,15 @@ const char* scalarTypeName(ScalarType t);
 struct Expr;
 using ExprPtr = std::unique_ptr<Expr>;
 
-enum class ExprKind { Number, Ident, Read, Call, Unary, Binary, Reduce, Softmax };
+// After Sema, calls of `def` functions are expanded away: a checked kernel contains only these
+// kinds, Call naming a builtin, and Let for the arguments and bindings of expanded functions.
+enum class ExprKind { Number, Ident, Read, Call, Unary, Binary, Reduce, Softmax, Let };
 
 // What an identifier resolved to, filled by Sema.
-enum class IdentKind { Unresolved, Index, Size, Const };
+enum class IdentKind { Unresolved, Index, Size, Const, Let };
 
-enum class ReduceKind { Sum, Max, Min };
+// Mean is the sum divided by the number of points of the reduction domain (always a float).
+enum class ReduceKind { Sum, Max, Min, Mean };
 const char* reduceKindName(ReduceKind k);
 
 // A range `lo..hi` (half-open). Both ends are integer expressions over sizes and constants.
@@ -62,6 +65,7 @@ struct Expr {
   const IndexDecl* index = nullptr;   // Ident of kind Index
   const TensorDecl* tensor = nullptr; // Read
   double constValue = 0;              // Ident of kind Const
+  const Expr* let = nullptr;          // Ident of kind Let: the Let node that binds it
   // Read / Call / Unary / Binary operands
   std::vector<ExprPtr> args;
   // Reduce / Softmax
@@ -70,7 +74,8 @@ struct Expr {
   std::vector<std::string> softmaxAxes; // Softmax: names of free indices
   std::vector<Loc> softmaxAxisLocs;
   ExprPtr where;                        // Softmax: optional mask predicate
-  ExprPtr body;                         // Reduce / Softmax
+  ExprPtr body;                         // Reduce / Softmax / Let
+  // Let: `let name = args[0] in body`; the value is computed once per evaluation of the Let.
 
   Expr(ExprKind k, Loc l) : kind(k), loc(l) {}
   ExprPtr clone() const;
@@ -131,8 +136,30 @@ struct Kernel {
   std::vector<SizeBinding> sizes;
 };
 
+// `def name(params) = body`: a reusable expression, expanded at each call by Sema. A parameter
+// used as `p(...)` in the body is a tensor parameter (its argument is a tensor or a partial read
+// such as `x(b, i)`, whose indices come first); any other parameter is a scalar.
+struct FunctionDef {
+  std::string name;
+  Loc loc;
+  std::vector<std::string> params;
+  std::vector<Loc> paramLocs;
+  ExprPtr body;
+};
+
+// `import nn` or `import "path/file.attn"`.
+struct Import {
+  std::string spec;
+  bool quoted = false;
+  Loc loc;
+};
+
 struct Module {
   std::vector<std::unique_ptr<Kernel>> kernels;
+  std::vector<std::unique_ptr<FunctionDef>> functions; // of this file and every imported file
+  std::vector<Import> imports;                         // of this file only
+  // Imported source files, kept alive for the locations that point into them.
+  std::vector<std::shared_ptr<const SourceFile>> files;
 };
 
 // Prints the (annotated, once Sema ran) AST in an indented, FileCheck-friendly form.

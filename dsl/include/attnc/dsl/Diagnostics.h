@@ -8,9 +8,14 @@
 
 namespace attnc::dsl {
 
+struct SourceFile;
+
+// A position in a source file; `file` is null for the main file of a DiagEngine and names the
+// imported file otherwise.
 struct Loc {
   int line = 0;
   int col = 0;
+  const SourceFile* file = nullptr;
   bool valid() const { return line > 0; }
 };
 
@@ -39,6 +44,11 @@ public:
   void warning(Loc loc, std::string msg) { report(Severity::Warning, loc, std::move(msg)); }
   void note(Loc loc, std::string msg) { report(Severity::Note, loc, std::move(msg)); }
 
+  // While a context is pushed, every error and warning is followed by a note at its location
+  // (innermost first): "in call to 'linear' here" points from a function body to its call site.
+  void pushContext(Loc loc, std::string msg) { contexts_.push_back({Severity::Note, loc, std::move(msg)}); }
+  void popContext() { contexts_.pop_back(); }
+
   bool hasErrors() const { return numErrors_ > 0; }
   int numErrors() const { return numErrors_; }
   const std::vector<Diagnostic>& diagnostics() const { return diags_; }
@@ -53,6 +63,7 @@ private:
 
   std::shared_ptr<const SourceFile> file_;
   std::vector<Diagnostic> diags_;
+  std::vector<Diagnostic> contexts_;
   int numErrors_ = 0;
 };
 

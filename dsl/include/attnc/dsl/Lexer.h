@@ -9,9 +9,9 @@ namespace attnc::dsl {
 
 enum class Tok {
   Eof, Error,
-  Ident, Int, Float,
+  Ident, Int, Float, String,
   // keywords
-  KwKernel, KwConst, KwIn, KwWhere,
+  KwKernel, KwConst, KwIn, KwWhere, KwDef, KwImport, KwLet,
   // punctuation
   LParen, RParen, LBracket, RBracket, LBrace, RBrace, Comma, Colon, Semi, Arrow, Assign, Dot, DotDot,
   Plus, Minus, Star, Slash, Percent, Lt, Le, Gt, Ge, EqEq, Ne, AndAnd, OrOr, Bang, Question,
@@ -27,7 +27,7 @@ struct Token {
 
 class Lexer {
 public:
-  Lexer(const SourceFile& file, DiagEngine& diags) : src_(file.text), diags_(diags) {}
+  Lexer(const SourceFile& file, DiagEngine& diags) : file_(&file), src_(file.text), diags_(diags) {}
   Token next();
 
 private:
@@ -37,6 +37,7 @@ private:
   void skipSpaceAndComments();
   Token make(Tok k, Loc loc, size_t start) const { return {k, src_.substr(start, pos_ - start), loc}; }
 
+  const SourceFile* file_;
   const std::string& src_;
   DiagEngine& diags_;
   size_t pos_ = 0;

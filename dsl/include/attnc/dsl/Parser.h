@@ -18,8 +18,9 @@ public:
   static constexpr int kMaxTreeHeight = 2000;
 
   Parser(const SourceFile& file, DiagEngine& diags);
-  // Returns null after reporting an error.
-  std::unique_ptr<Module> parseModule();
+  // Returns null after reporting an error. An imported file (`requireKernel` false) may hold
+  // only functions and imports.
+  std::unique_ptr<Module> parseModule(bool requireKernel = true);
 
 private:
   struct Abort {};
@@ -40,6 +41,9 @@ private:
   std::unique_ptr<TensorDecl> parseParam(TensorRole role);
   void parseConsts(Kernel& k);
   std::unique_ptr<Definition> parseDefinition();
+  std::unique_ptr<FunctionDef> parseFunctionDef();
+  Import parseImport();
+  ExprPtr parseLet();
   IndexDecl parseIndexDecl(bool allowRange);
   ExprPtr parseExpr();
   ExprPtr parseBinary(int level);

@@ -1,0 +1,159 @@
+// The whole front end: read a file and its imports, parse, and run Sema (see FrontEnd.h).
+#include "attnc/dsl/FrontEnd.h"
+
+#include "attnc/dsl/Parser.h"
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef ATTNC_SOURCE_STDLIB_DIR
+#define ATTNC_SOURCE_STDLIB_DIR ""
+#endif
+
+namespace attnc::dsl {
+
+namespace {
+
+bool isDirectory(const std::string& p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool isFile(const std::string& p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string dirName(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+std::string join(const std::string& dir, const std::string& name) {
+  if (dir.empty() || dir == ".") return name;
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+// Identity of a file for "already imported": its canonical path, or the path as written.
+std::string canonical(const std::string& path) {
+  char buf[PATH_MAX];
+  if (realpath(path.c_str(), buf)) return buf;
+  return path;
+}
+
+// Reads a whole file; on failure returns false with the reason.
+bool readFile(const std::string& path, std::string* text, std::string* why) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    *why = std::strerror(errno);
+    return false;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    *why = "it is a directory";
+    return false;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    *why = std::strerror(errno);
+    return false;
+  }
+  std::ostringstream os;
+  os << in.rdbuf();
+  *text = os.str();
+  return true;
+}
+
+} // namespace
+
+std::string standardLibraryDir() {
+  if (const char* env = std::getenv("ATTNC_STDLIB_DIR"); env && *env) return env;
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    std::string installed = join(dirName(dirName(exe)), "share/attnc/std");
+    if (isDirectory(installed)) return installed;
+  }
+  return ATTNC_SOURCE_STDLIB_DIR;
+}
+
+bool loadModule(const std::string& path, const FrontEndOptions& opts, std::ostream& err, LoadedModule* out) {
+  auto file = std::make_shared<SourceFile>();
+  file->path = path;
+  std::string why;
+  if (!readFile(path, &file->text, &why)) {
+    err << "error: cannot read '" << path << "': " << why << "\n";
+    return false;
+  }
+  DiagEngine diags(file);
+  std::unique_ptr<Module> m = Parser(*file, diags).parseModule(true);
+  if (!m) {
+    diags.print(err);
+    return false;
+  }
+
+  // Imports, breadth first. A file imported twice (or in a cycle) is read once.
+  std::set<std::string> seen{canonical(path)};
+  struct Pending {
+    Import import;
+    std::string fromDir;
+  };
+  std::deque<Pending> work;
+  for (const Import& im : m->imports) work.push_back({im, dirName(path)});
+  const std::string stdlib = standardLibraryDir();
+  while (!work.empty()) {
+    Pending p = work.front();
+    work.pop_front();
+    std::vector<std::string> candidates;
+    if (p.import.quoted) {
+      candidates.push_back(p.import.spec[0] == '/' ? p.import.spec : join(p.fromDir, p.import.spec));
+    } else {
+      std::string name = p.import.spec + ".attn";
+      candidates.push_back(join(p.fromDir, name));
+      for (const std::string& dir : opts.importPaths) candidates.push_back(join(dir, name));
+      if (!stdlib.empty()) candidates.push_back(join(stdlib, name));
+    }
+    std::string found;
+    for (const std::string& c : candidates)
+      if (isFile(c)) {
+        found = c;
+        break;
+      }
+    if (found.empty()) {
+      std::string msg = "cannot find import '" + p.import.spec + "' (looked for ";
+      for (size_t i = 0; i < candidates.size(); ++i) msg += (i ? ", " : "") + candidates[i];
+      diags.error(p.import.loc, msg + ")");
+      continue;
+    }
+    if (!seen.insert(canonical(found)).second) continue;
+    auto imported = std::make_shared<SourceFile>();
+    imported->path = found;
+    if (!readFile(found, &imported->text, &why)) {
+      diags.error(p.import.loc, "cannot read imported file '" + found + "': " + why);
+      continue;
+    }
+    m->files.push_back(imported);
+    std::unique_ptr<Module> im = Parser(*imported, diags).parseModule(false);
+    if (!im) continue; // the parser reported why, at a location in the imported file
+    for (auto& f : im->functions) m->functions.push_back(std::move(f));
+    for (const Import& next : im->imports) work.push_back({next, dirName(found)});
+  }
+  if (!diags.hasErrors()) analyze(*m, diags, opts.sema);
+  diags.print(err);
+  if (diags.hasErrors()) return false;
+  out->file = file;
+  out->module = std::move(m);
+  return true;
+}
+
+} // namespace attnc::dsl
