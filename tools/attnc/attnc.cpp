@@ -149,6 +149,12 @@ int main(int argc, char** argv) {
     text += "\n";
     if (int rc = emitText(text, depfile)) return rc;
   }
+  if (!kernelName.empty()) {
+    // Checked for every stage, so a misspelt --kernel never passes silently.
+    bool found = false;
+    for (const auto& k : fe.module->kernels) found |= k->name == kernelName;
+    if (!found) return fail("no kernel named '" + kernelName + "'");
+  }
   if (emit == "ast") {
     std::ostringstream os;
     attnc::dsl::printModule(os, *fe.module);

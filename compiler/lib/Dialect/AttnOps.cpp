@@ -82,7 +82,7 @@ LogicalResult KernelOp::verify() {
     if (!isa<RankedTensorType>(t)) return emitOpError("output ") << i << " is not a ranked tensor";
     if (failed(checkDims(t, getResultAttrDict(i), "output", i))) return failure();
   }
-  auto ret = dyn_cast<ReturnOp>(entry.getTerminator());
+  auto ret = entry.mightHaveTerminator() ? dyn_cast<ReturnOp>(entry.getTerminator()) : ReturnOp();
   if (!ret) return emitOpError("body must end with attn.return");
   if (ret.getValues().getTypes() != TypeRange(getResultTypes()))
     return ret.emitOpError("returns types that do not match the kernel's results");
@@ -97,8 +97,9 @@ void DimOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) { setNameFn(getResu
 
 LogicalResult DimOp::verify() {
   int64_t rank = getTensor().getType().getRank();
-  if (getIndex() < 0 || getIndex() >= rank)
-    return emitOpError("dimension ") << getIndex() << " is out of range for a tensor of rank " << rank;
+  int64_t index = (int64_t)getIndex(); // the I64Attr getter is unsigned
+  if (index < 0 || index >= rank)
+    return emitOpError("dimension ") << index << " is out of range for a tensor of rank " << rank;
   if (getSize().empty()) return emitOpError("needs a size name");
   return success();
 }

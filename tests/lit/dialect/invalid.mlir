@@ -99,8 +99,7 @@ attn.kernel @k(%q: tensor<?x?xf32> {attn.dims = ["N", "D"], attn.name = "q"}) ->
 // -----
 
 attn.kernel @k(%q: tensor<?x?xf32> {attn.dims = ["N", "D"], attn.name = "q"}) -> (tensor<?x?xf32> {attn.dims = ["N", "D"], attn.name = "o"}) {
-  // FIXME: the index is printed as unsigned (18446744073709551615); accept either spelling.
-  // expected-error-re @+1 {{'attn.dim' op dimension {{(-1|18446744073709551615)}} is out of range for a tensor of rank 2}}
+  // expected-error @+1 {{'attn.dim' op dimension -1 is out of range for a tensor of rank 2}}
   %X = attn.dim %q[-1] as "X" : tensor<?x?xf32>
   attn.return %q : tensor<?x?xf32>
 }
@@ -425,4 +424,12 @@ attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tenso
     attn.yield %y : f32
   } {indices = ["i"]} : tensor<?xf32>
   attn.return %o : tensor<?xf32>
+}
+
+// -----
+
+// A body that does not end in a terminator at all.
+// expected-error @+1 {{'attn.kernel' op body must end with attn.return}}
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+  %c = arith.constant 1 : index
 }
