@@ -51,6 +51,7 @@ ExprPtr Expr::clone() const {
   e->tensor = tensor;
   e->constValue = constValue;
   e->let = let;
+  e->boundary = boundary;
   for (const auto& a : args) e->args.push_back(a->clone());
   e->reduceKind = reduceKind;
   for (const auto& d : reduceIndices) e->reduceIndices.push_back(d.clone());
@@ -86,7 +87,7 @@ static void printExpr(std::ostream& os, const Expr& e) {
   case ExprKind::Ident: os << e.name; break;
   case ExprKind::Read:
   case ExprKind::Call:
-    os << e.name << "(";
+    os << e.name << (e.boundary.empty() ? "" : "." + e.boundary) << "(";
     for (size_t i = 0; i < e.args.size(); ++i) {
       if (i) os << ", ";
       printExpr(os, *e.args[i]);

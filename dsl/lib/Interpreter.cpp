@@ -87,6 +87,7 @@ struct Node {
   double fval = 0;
   int slot = -1;          // Slot, Let: the frame slot
   int tensor = -1;        // Read
+  enum class Boundary { None, Zero, Clamp, Exclude } boundary = Boundary::None; // Read
   int sub = 0;            // Math: Fn; Cmp: Cmp; Reduce: ReduceKind
   bool floatCmp = false;  // Cmp: compare as floats
   std::vector<int> slots; // Reduce: one per index
@@ -154,6 +155,7 @@ private:
   std::unordered_map<const Expr*, ScalarType> letTypes_;
   std::vector<Slot> frame_;
   std::string defName_;
+  bool excluded_ = false; // an `.exclude` read fell outside its tensor (masks the softmax point)
 
   static std::vector<int64_t> stridesOf(const std::vector<int64_t>& shape) {
     std::vector<int64_t> st(shape.size());
@@ -300,6 +302,10 @@ private:
       if (e.args.size() != t.shape.size()) internal("wrong number of subscripts for '" + e.name + "'");
       n.op = Op::Read;
       n.tensor = it->second;
+      n.boundary = e.boundary == "zero"      ? Node::Boundary::Zero
+                   : e.boundary == "clamp"   ? Node::Boundary::Clamp
+                   : e.boundary == "exclude" ? Node::Boundary::Exclude
+                                             : Node::Boundary::None;
       n.type = t.isInt ? ScalarType::Int : ScalarType::Float;
       for (const auto& a : e.args) {
         n.kids.push_back(compile(*a));
@@ -460,6 +466,14 @@ private:
     for (size_t d = 0; d < n.kids.size(); ++d) {
       const Node& sub = n.kids[d];
       int64_t i = sub.op == Op::Slot ? frame_[sub.slot].i : evalI(sub); // the common case: a bare index
+      if ((i < 0 || i >= t.shape[d]) && n.boundary != Node::Boundary::None) {
+        if (n.boundary == Node::Boundary::Clamp) {
+          if (t.shape[d] > 0) i = std::clamp<int64_t>(i, 0, t.shape[d] - 1); // else: reported below
+        } else { // zero, or exclude: read as 0 and mask the softmax point out
+          if (n.boundary == Node::Boundary::Exclude) excluded_ = true;
+          return 0.0;
+        }
+      }
       if (i < 0 || i >= t.shape[d])
         fail("out-of-range read in definition '" + defName_ + "'" + where(n.src->loc) + ": index " + std::to_string(i) +
              " of '" + t.name + "' dimension " + std::to_string(d) + " is outside its extent " + std::to_string(t.shape[d]) +
@@ -733,7 +747,11 @@ private:
       bool any = false;
       auto point = [&](int64_t off) {
         double sc = -INFINITY;
-        if (!mask || evalB(*mask)) sc = evalF(body);
+        excluded_ = false;
+        if ((!mask || evalB(*mask)) && !excluded_) {
+          sc = evalF(body);
+          if (excluded_) sc = -INFINITY;
+        }
         offs.push_back(off);
         scores.push_back(sc);
         if (sc != -INFINITY) {

@@ -410,6 +410,16 @@ ExprPtr Parser::parsePrimary() {
   }
   case Tok::Ident: {
     Token n = take();
+    std::string boundary;
+    if (is(Tok::Dot) && peekTok(1).kind == Tok::Ident) {
+      // `k.zero(...)`: a read with a boundary mode.
+      take();
+      Token mode = take();
+      if (mode.text != "zero" && mode.text != "clamp" && mode.text != "exclude")
+        fail(mode.loc, "unknown boundary mode '" + mode.text + "' (expected zero, clamp or exclude)");
+      if (!is(Tok::LParen)) fail(cur().loc, "expected '(' after '" + n.text + "." + mode.text + "', found " + describe(cur()));
+      boundary = mode.text;
+    }
     if (!is(Tok::LParen)) {
       auto e = std::make_unique<Expr>(ExprKind::Ident, n.loc);
       e->name = n.text;
@@ -419,6 +429,7 @@ ExprPtr Parser::parsePrimary() {
     // Sema decides whether the name is a tensor (a read) or a builtin function (a call).
     auto e = std::make_unique<Expr>(ExprKind::Read, n.loc);
     e->name = n.text;
+    e->boundary = boundary;
     if (!is(Tok::RParen)) {
       do e->args.push_back(parseExpr());
       while (accept(Tok::Comma));

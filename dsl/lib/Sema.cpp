@@ -130,6 +130,7 @@ private:
   size_t expandedNodes_ = 0;
   int checkDepth_ = 0;
   bool tooDeepReported_ = false;
+  bool inSoftmax_ = false; // checking a softmax score or mask: `.exclude` reads are allowed
 
   // --- names -------------------------------------------------------------------------------
   bool checkNewName(const std::string& name, Loc loc, const char* what) {
@@ -466,12 +467,14 @@ private:
                                                 "' (softmax normalises over indices of the left-hand side)");
       if (!seen.insert(ax).second) diags_.error(e.softmaxAxisLocs[i], "softmax index '" + ax + "' appears twice");
     }
+    inSoftmax_ = true;
     if (e.where) {
       check(*e.where);
       if (e.where->type != ScalarType::Bool && e.where->type != ScalarType::Unknown)
         diags_.error(e.where->loc, std::string("softmax mask after 'where' must be a condition, found ") + scalarTypeName(e.where->type));
     }
     check(*e.body);
+    inSoftmax_ = false;
     if (e.body->type == ScalarType::Bool) diags_.error(e.body->loc, "softmax of a condition; scores must be numbers");
     e.type = ScalarType::Float;
   }
@@ -593,6 +596,15 @@ private:
   }
 
   void checkRead(Expr& e) {
+    if (!e.boundary.empty()) {
+      if (findBuiltin(e.name) || (functions_.count(e.name) && !tensors_.count(e.name))) {
+        diags_.error(e.loc, "boundary mode '." + e.boundary + "' applies to tensor reads, but '" + e.name + "' is a function");
+        e.boundary.clear();
+      } else if (e.boundary == "exclude" && !inSoftmax_) {
+        diags_.error(e.loc, "'" + e.name + ".exclude(...)' masks keys out of a softmax, so it can only be read in a softmax "
+                                "score or its 'where'; use '.zero' or '.clamp' elsewhere");
+      }
+    }
     if (findBuiltin(e.name)) {
       e.kind = ExprKind::Call;
       return checkCall(e);
@@ -728,6 +740,7 @@ private:
     std::string tensor;
     std::vector<const Expr*> prefix;
     Loc loc;
+    std::string boundary;
   };
   struct Substitution {
     std::map<std::string, View> views;           // tensor parameters
@@ -742,9 +755,17 @@ private:
     if (e.body) collectBinders(*e.body, out);
   }
 
-  static ExprPtr viewExpr(const View& v, std::vector<ExprPtr> extra) {
-    auto r = std::make_unique<Expr>(extra.empty() && v.prefix.empty() ? ExprKind::Ident : ExprKind::Read, v.loc);
+  // The read of a tensor parameter becomes a read of the argument tensor; a boundary mode given
+  // at either place applies (giving two different ones is an error).
+  ExprPtr viewExpr(const View& v, std::vector<ExprPtr> extra, const std::string& boundary = "", Loc useLoc = {}) {
+    bool bare = extra.empty() && v.prefix.empty() && v.boundary.empty() && boundary.empty();
+    auto r = std::make_unique<Expr>(bare ? ExprKind::Ident : ExprKind::Read, v.loc);
     r->name = v.tensor;
+    r->boundary = v.boundary.empty() ? boundary : v.boundary;
+    if (!v.boundary.empty() && !boundary.empty() && v.boundary != boundary) {
+      diags_.error(v.loc, "'" + v.tensor + "." + v.boundary + "(...)' is read with boundary mode '." + boundary + "' in the function");
+      diags_.note(useLoc, "read with '." + boundary + "' here");
+    }
     for (const Expr* p : v.prefix) r->args.push_back(p->clone());
     for (auto& x : extra) r->args.push_back(std::move(x));
     return r;
@@ -768,7 +789,8 @@ private:
     }
     if (e->kind == ExprKind::Let) rename(e->name);
     if (e->kind == ExprKind::Read) {
-      if (auto it = sub.views.find(e->name); it != sub.views.end()) return viewExpr(it->second, std::move(e->args));
+      if (auto it = sub.views.find(e->name); it != sub.views.end())
+        return viewExpr(it->second, std::move(e->args), e->boundary, e->loc);
     }
     return e;
   }
@@ -804,7 +826,7 @@ private:
       switch (fi.params[i]) {
       case FunctionInfo::Param::Tensor:
         if ((a.kind == ExprKind::Ident || a.kind == ExprKind::Read) && !findBuiltin(a.name) && !functions_.count(a.name)) {
-          View v{a.name, {}, a.loc};
+          View v{a.name, {}, a.loc, a.boundary};
           for (const auto& x : a.args) v.prefix.push_back(x.get());
           sub.views[param] = v;
         } else {
@@ -945,6 +967,8 @@ private:
         for (auto& a : e.args) walk(*a);
         return;
       }
+      if (!e.boundary.empty() && (findBuiltin(e.name) || table_.count(e.name)))
+        diags_.error(e.loc, "boundary mode '." + e.boundary + "' applies to tensor reads, but '" + e.name + "' is a function");
       if (const Builtin* b = findBuiltin(e.name)) {
         if ((int)e.args.size() != b->arity)
           diags_.error(e.loc, "'" + e.name + "' takes " + std::to_string(b->arity) + " argument" + (b->arity == 1 ? "" : "s") +

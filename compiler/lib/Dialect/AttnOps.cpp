@@ -109,7 +109,7 @@ LogicalResult ReadOp::verify() {
   if ((int64_t)getIndices().size() != rank)
     return emitOpError("reads a tensor of rank ") << rank << " with " << getIndices().size() << " indices";
   StringRef b = getBoundary();
-  if (b != "none") return emitOpError("unknown boundary mode '") << b << "'";
+  if (b != "none" && b != "zero" && b != "clamp") return emitOpError("unknown boundary mode '") << b << "'";
   return success();
 }
 

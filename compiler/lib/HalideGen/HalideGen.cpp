@@ -371,6 +371,45 @@ private:
     return f(reversed(callArgs));
   }
 
+  // A read of an input or a definition. Halide's dimension order is the reverse of the DSL's.
+  H::Expr lowerRead(attn::ReadOp r, Env& env) {
+    std::vector<H::Expr> idx; // DSL order
+    for (Value i : r.getIndices()) idx.push_back(H::cast<int32_t>(eval(i, env)));
+    Value t = r.getTensor();
+    StringRef boundary = r.getBoundary();
+    std::vector<H::Expr> extent(idx.size());
+    H::Func func;
+    const KernelParam* param = nullptr;
+    if (inputIndex_.count(t)) {
+      param = &out_.inputs[inputIndex_.lookup(t)];
+      if (reads_) reads_->push_back(param->name);
+      for (size_t d = 0; d < idx.size(); ++d) extent[d] = param->param.dim((int)(idx.size() - 1 - d)).extent();
+    } else {
+      auto fn = funcNames_.find(t);
+      if (fn == funcNames_.end()) unsupported(r, "read of a tensor that is not an input or a definition");
+      if (reads_) reads_->push_back(fn->second);
+      func = out_.find(fn->second)->func;
+      // Define and softmax ops take exactly their extents as operands.
+      ValueRange extents = t.getDefiningOp()->getOperands();
+      for (size_t d = 0; d < idx.size(); ++d) extent[d] = H::cast<int32_t>(eval(extents[d], env));
+    }
+    H::Expr inRange = H::Internal::const_true();
+    for (size_t d = 0; d < idx.size(); ++d) {
+      if (boundary == "zero") inRange = inRange && idx[d] >= 0 && idx[d] < extent[d];
+      // Zero and clamp read the nearest element (then zero discards it): the access stays inside
+      // the tensor, and Halide's bounds inference sees a region no larger than the tensor.
+      // A computed index into a definition (`v(b, o / Dh, i, o % Dh)`) is clamped too: that
+      // changes nothing for a valid program, but Halide cannot prove the range of such indices
+      // itself and would compute the definition (and read its inputs) outside it. Plain
+      // indices need no clamp.
+      bool computed = !idx[d].as<H::Internal::Variable>();
+      if (boundary != "none" || (!param && computed)) idx[d] = H::clamp(idx[d], 0, H::max(extent[d] - 1, 0));
+    }
+    H::Expr v = param ? H::Expr(param->param(reversed(idx))) : H::Expr(func(reversed(idx)));
+    if (boundary == "zero") v = H::select(inRange, v, H::Internal::make_zero(v.type()));
+    return v;
+  }
+
   // --- scalar expressions --------------------------------------------------------------------
   H::Expr eval(Value v, Env& env) {
     auto it = env.find(v);
@@ -389,33 +428,7 @@ private:
           const KernelParam& p = out_.inputs[inputIndex_.lookup(d.getTensor())];
           return p.param.dim(p.param.dimensions() - 1 - (int)d.getIndex()).extent();
         })
-        .Case<attn::ReadOp>([&](attn::ReadOp r) -> H::Expr {
-          std::vector<H::Expr> idx;
-          for (Value i : r.getIndices()) idx.push_back(H::cast<int32_t>(eval(i, env)));
-          idx = reversed(idx);
-          Value t = r.getTensor();
-          if (inputIndex_.count(t)) {
-            const KernelParam& p = out_.inputs[inputIndex_.lookup(t)];
-            if (reads_) reads_->push_back(p.name);
-            return p.param(idx);
-          }
-          auto fn = funcNames_.find(t);
-          if (fn == funcNames_.end()) unsupported(op, "read of a tensor that is not an input or a definition");
-          if (reads_) reads_->push_back(fn->second);
-          // A computed index (`v(b, o / Dh, i, o % Dh)`) is clamped to the definition's range. That
-          // changes nothing for a valid program, but Halide's bounds inference cannot prove the
-          // range of such indices itself and would compute the definition (and read its inputs)
-          // outside it. Plain indices need no clamp.
-          auto defOp = t.getDefiningOp();
-          ValueRange extents = defOp->getOperands();
-          for (size_t d = 0; d < idx.size(); ++d) {
-            size_t dsl = idx.size() - 1 - d;
-            if (idx[d].as<H::Internal::Variable>() || dsl >= extents.size()) continue;
-            H::Expr hi = H::cast<int32_t>(eval(extents[dsl], env)) - 1;
-            idx[d] = H::clamp(idx[d], 0, H::max(hi, 0));
-          }
-          return out_.find(fn->second)->func(idx);
-        })
+        .Case<attn::ReadOp>([&](attn::ReadOp r) -> H::Expr { return lowerRead(r, env); })
         .Case<attn::ReduceOp>([&](attn::ReduceOp r) { return lowerNestedReduce(r, env); })
         .Case<arith::ConstantOp>([&](arith::ConstantOp c) -> H::Expr {
           Attribute val = c.getValue();

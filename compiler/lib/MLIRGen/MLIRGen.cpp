@@ -40,6 +40,14 @@ private:
   std::map<std::string, Value> sizes_, tensors_;
   std::map<const IndexDecl*, Value> indices_;
   std::map<const Expr*, Value> lets_;
+  // While generating a softmax score or mask: its `.exclude` reads, with the reductions (inside
+  // the softmax body) that enclose each, and the reductions entered so far.
+  struct ExcludeRead {
+    const Expr* read;
+    std::vector<const Expr*> reduces;
+  };
+  std::vector<ExcludeRead>* excludes_ = nullptr;
+  std::vector<const Expr*> reduceStack_;
 
   // Locations in imported files (functions expanded into the kernel) name those files.
   Location loc(Loc l) { return FileLineColLoc::get(l.file ? b_.getStringAttr(l.file->path) : file_, l.line, l.col); }
@@ -148,8 +156,19 @@ private:
       result = op;
       OpBuilder::InsertionGuard inner(b_);
       indexBlock(op.getBody(), def.indices);
+      std::vector<ExcludeRead> excluded;
+      excludes_ = &excluded;
+      reduceStack_.clear();
       SmallVector<Value> yields{toFloat(gen(*sm.body))};
-      if (sm.where) yields.push_back(gen(*sm.where));
+      Value mask = sm.where ? gen(*sm.where) : Value();
+      excludes_ = nullptr;
+      // `.exclude` reads mask out the points where they fall outside the tensor (anywhere in the
+      // reductions around them).
+      for (const ExcludeRead& x : excluded) {
+        Value inRange = genExcludeInRange(x, 0);
+        mask = mask ? (Value)b_.create<arith::AndIOp>(loc(sm.loc), mask, inRange) : inRange;
+      }
+      if (mask) yields.push_back(mask);
       b_.create<attn::YieldOp>(loc(sm.loc), yields);
     } else {
       auto op = b_.create<attn::DefineOp>(l, type, def.name, ext, indexNames(def.indices));
@@ -202,8 +221,14 @@ private:
       SmallVector<Value> idx;
       for (const auto& a : e.args) idx.push_back(toIndex(gen(*a)));
       Value t = tensors_.at(e.name);
+      std::string boundary = e.boundary.empty() ? "none" : e.boundary;
+      if (boundary == "exclude") {
+        // Read as zero; the softmax masks the point out where the read is out of range.
+        boundary = "zero";
+        if (excludes_) excludes_->push_back({&e, reduceStack_});
+      }
       Value v = b_.create<attn::ReadOp>(l, cast<RankedTensorType>(t.getType()).getElementType(), t, idx,
-                                        b_.getStringAttr("none"));
+                                        b_.getStringAttr(boundary));
       return v.getType().isInteger(32) ? toIndex(v) : v;
     }
     case ExprKind::Call: return genCall(e);
@@ -294,6 +319,64 @@ private:
     llvm_unreachable("builtin checked by Sema");
   }
 
+  // A bare index whose range starts at 0 is always inside the dimension it subscripts (Sema
+  // checked that its extent is that dimension's).
+  static bool alwaysInRange(const Expr& sub) {
+    return sub.kind == ExprKind::Ident && sub.identKind == IdentKind::Index && sub.index->range &&
+           isZeroLiteral(*sub.index->range->lo);
+  }
+
+  static bool usesAny(const Expr& e, const std::vector<IndexDecl>& idx) {
+    if (e.kind == ExprKind::Ident && e.identKind == IdentKind::Index)
+      for (const auto& d : idx)
+        if (e.index == &d) return true;
+    for (const auto& a : e.args)
+      if (usesAny(*a, idx)) return true;
+    return (e.body && usesAny(*e.body, idx)) || (e.where && usesAny(*e.where, idx));
+  }
+
+  // Whether every subscript of read `e` is inside its tensor, at the current insertion point.
+  Value inRange(const Expr& e) {
+    Location l = loc(e.loc);
+    Value all;
+    for (size_t i = 0; i < e.args.size(); ++i) {
+      if (alwaysInRange(*e.args[i])) continue;
+      Value idx = toIndex(gen(*e.args[i]));
+      Value ext = toIndex(gen(*e.tensor->extents[i]));
+      Value zero = b_.create<arith::ConstantIndexOp>(l, 0);
+      Value lo = b_.create<arith::CmpIOp>(l, arith::CmpIPredicate::sge, idx, zero); // in order, for stable output
+      Value hi = b_.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt, idx, ext);
+      Value ok = b_.create<arith::AndIOp>(l, lo, hi);
+      all = all ? (Value)b_.create<arith::AndIOp>(l, all, ok) : ok;
+    }
+    return all ? all : (Value)b_.create<arith::ConstantIntOp>(l, 1, 1);
+  }
+
+  // The in-range condition of an `.exclude` read at the softmax body's level. A read inside
+  // reductions is in range only if it is at every point of their domains: this rebuilds those
+  // reductions as a "max" of an out-of-range flag (an empty domain never reads, so never masks).
+  Value genExcludeInRange(const ExcludeRead& x, size_t level) {
+    Location l = loc(x.read->loc);
+    if (level == x.reduces.size()) return inRange(*x.read);
+    const Expr& r = *x.reduces[level];
+    // Reductions that no checked subscript depends on need not be rebuilt.
+    bool needed = false;
+    for (const auto& a : x.read->args) needed |= !alwaysInRange(*a) && usesAny(*a, r.reduceIndices);
+    if (!needed) return genExcludeInRange(x, level + 1);
+    SmallVector<Value> ext = extents(r.reduceIndices);
+    auto op = b_.create<attn::ReduceOp>(l, b_.getI32Type(), "max", ext, indexNames(r.reduceIndices));
+    {
+      OpBuilder::InsertionGuard guard(b_);
+      indexBlock(op.getBody(), r.reduceIndices);
+      Value ok = genExcludeInRange(x, level + 1);
+      Value in = b_.create<arith::ConstantIntOp>(l, 0, 32);
+      Value out = b_.create<arith::ConstantIntOp>(l, 1, 32);
+      out = b_.create<arith::SelectOp>(l, ok, in, out);
+      b_.create<attn::YieldOp>(l, ValueRange{out});
+    }
+    return b_.create<arith::CmpIOp>(l, arith::CmpIPredicate::ne, op.getResult(), b_.create<arith::ConstantIntOp>(l, 1, 32));
+  }
+
   Value genReduce(const Expr& e) {
     Location l = loc(e.loc);
     Type resultType = e.type == ScalarType::Float ? (Type)b_.getF32Type() : (Type)b_.getI32Type();
@@ -305,7 +388,9 @@ private:
     {
       OpBuilder::InsertionGuard guard(b_);
       indexBlock(op.getBody(), e.reduceIndices);
+      reduceStack_.push_back(&e);
       Value v = gen(*e.body);
+      reduceStack_.pop_back();
       v = e.type == ScalarType::Float ? toFloat(v) : toI32(v);
       b_.create<attn::YieldOp>(loc(e.body->loc), ValueRange{v});
     }

@@ -131,8 +131,8 @@ attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tenso
   %N = attn.dim %q[0] as "N" : tensor<?xf32>
   %o = attn.define "o" [%N] {
   ^bb0(%i: index):
-    // expected-error @+1 {{'attn.read' op unknown boundary mode 'clamp'}}
-    %x = attn.read %q[%i] {boundary = "clamp"} : tensor<?xf32>
+    // expected-error @+1 {{'attn.read' op unknown boundary mode 'wrap'}}
+    %x = attn.read %q[%i] {boundary = "wrap"} : tensor<?xf32>
     attn.yield %x : f32
   } {indices = ["i"]} : tensor<?xf32>
   attn.return %o : tensor<?xf32>

@@ -77,7 +77,9 @@ def Attn_ReadOp : Attn_Op<"read", [Pure,
   let summary = "Reads one element of a tensor at integer indices.";
   let description = [{
     `boundary` says what an out-of-range index means: "none" (the caller guarantees it is in range;
-    Halide's bounds checks catch violations at run time).
+    Halide's bounds checks catch violations at run time), "zero" (reads 0) or "clamp" (reads the
+    nearest element, each index clamped to its dimension). The DSL's `.exclude` is a "zero" read
+    whose in-range condition joins the enclosing softmax's mask.
   }];
   let arguments = (ins Attn_Tensor:$tensor, Variadic<Index>:$indices,
                        DefaultValuedStrAttr<StrAttr, "none">:$boundary);

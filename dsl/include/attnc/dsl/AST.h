@@ -66,6 +66,9 @@ struct Expr {
   const TensorDecl* tensor = nullptr; // Read
   double constValue = 0;              // Ident of kind Const
   const Expr* let = nullptr;          // Ident of kind Let: the Let node that binds it
+  // Read: what an out-of-range subscript means: "" (a program error), "zero" (reads 0), "clamp"
+  // (reads the nearest element) or "exclude" (in a softmax, masks the point out; reads 0).
+  std::string boundary;
   // Read / Call / Unary / Binary operands
   std::vector<ExprPtr> args;
   // Reduce / Softmax
