@@ -1,6 +1,7 @@
 // AST utilities: deep copies and the `--emit=ast` printer.
 #include "attnc/dsl/AST.h"
 
+#include <map>
 #include <sstream>
 
 namespace attnc::dsl {
@@ -39,27 +40,52 @@ IndexDecl IndexDecl::clone() const {
   return d;
 }
 
-ExprPtr Expr::clone() const {
-  auto e = std::make_unique<Expr>(kind, loc);
-  e->type = type;
-  e->depth = depth;
-  e->number = number;
-  e->isIntLiteral = isIntLiteral;
-  e->name = name;
-  e->identKind = identKind;
-  e->index = index;
-  e->tensor = tensor;
-  e->constValue = constValue;
-  e->let = let;
-  e->boundary = boundary;
-  for (const auto& a : args) e->args.push_back(a->clone());
-  e->reduceKind = reduceKind;
-  for (const auto& d : reduceIndices) e->reduceIndices.push_back(d.clone());
-  e->softmaxAxes = softmaxAxes;
-  e->softmaxAxisLocs = softmaxAxisLocs;
-  if (where) e->where = where->clone();
-  if (body) e->body = body->clone();
+namespace {
+struct CloneMap {
+  std::map<const Expr*, const Expr*> lets;
+  std::map<const IndexDecl*, const IndexDecl*> indices;
+};
+
+ExprPtr cloneExpr(const Expr& x, CloneMap& m) {
+  auto e = std::make_unique<Expr>(x.kind, x.loc);
+  if (x.kind == ExprKind::Let) m.lets[&x] = e.get();
+  e->type = x.type;
+  e->depth = x.depth;
+  e->number = x.number;
+  e->isIntLiteral = x.isIntLiteral;
+  e->name = x.name;
+  e->identKind = x.identKind;
+  e->index = x.index;
+  if (auto it = m.indices.find(x.index); x.index && it != m.indices.end()) e->index = it->second;
+  e->tensor = x.tensor;
+  e->constValue = x.constValue;
+  e->let = x.let;
+  if (auto it = m.lets.find(x.let); x.let && it != m.lets.end()) e->let = it->second;
+  e->boundary = x.boundary;
+  for (const auto& a : x.args) e->args.push_back(cloneExpr(*a, m));
+  e->reduceKind = x.reduceKind;
+  e->reduceIndices.reserve(x.reduceIndices.size()); // stable addresses for the map below
+  for (const auto& d : x.reduceIndices) {
+    IndexDecl c;
+    c.name = d.name;
+    c.loc = d.loc;
+    if (d.range) c.range = Range{d.range->lo ? cloneExpr(*d.range->lo, m) : nullptr, d.range->hi ? cloneExpr(*d.range->hi, m) : nullptr};
+    c.rangeOrigin = d.rangeOrigin;
+    c.rangeOriginLoc = d.rangeOriginLoc;
+    e->reduceIndices.push_back(std::move(c));
+  }
+  for (size_t i = 0; i < x.reduceIndices.size(); ++i) m.indices[&x.reduceIndices[i]] = &e->reduceIndices[i];
+  e->softmaxAxes = x.softmaxAxes;
+  e->softmaxAxisLocs = x.softmaxAxisLocs;
+  if (x.where) e->where = cloneExpr(*x.where, m);
+  if (x.body) e->body = cloneExpr(*x.body, m);
   return e;
+}
+} // namespace
+
+ExprPtr Expr::clone() const {
+  CloneMap m;
+  return cloneExpr(*this, m);
 }
 
 static std::string numberToString(double v, bool isInt) {

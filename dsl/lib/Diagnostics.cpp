@@ -37,6 +37,7 @@ void DiagEngine::print(std::ostream& os, const SourceFile& file, const Diagnosti
   os << ": " << severityName(d.severity) << ": " << d.message << "\n";
   if (!d.loc.valid()) return;
   std::string line = file.lineText(d.loc.line);
+  if (!line.empty() && line.back() == '\r') line.pop_back(); // CRLF files
   // Binary input would make the echoed line unreadable; only echo printable text.
   for (unsigned char c : line)
     if ((c < 0x20 && c != '\t') || c >= 0x7f) return;

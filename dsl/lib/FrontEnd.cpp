@@ -129,6 +129,10 @@ bool loadModule(const std::string& path, const FrontEndOptions& opts, std::ostre
         found = c;
         break;
       }
+    if (found.empty() && candidates.size() == 1 && isDirectory(candidates[0])) {
+      diags.error(p.import.loc, "cannot import '" + candidates[0] + "': it is a directory");
+      continue;
+    }
     if (found.empty()) {
       std::string msg = "cannot find import '" + p.import.spec + "' (looked for ";
       for (size_t i = 0; i < candidates.size(); ++i) msg += (i ? ", " : "") + candidates[i];

@@ -127,7 +127,11 @@ Token Lexer::next() {
 
   if (c == '"') { // a string: only import paths use them, so no escapes and no newlines
     advance();
-    while (!atEnd() && peek() != '"' && peek() != '\n') advance();
+    while (!atEnd() && peek() != '"' && peek() != '\n' && peek() != '\0') advance();
+    if (!atEnd() && peek() == '\0') {
+      diags_.error(loc, "a NUL byte in a string");
+      return make(Tok::Error, loc, start);
+    }
     if (peek() != '"') {
       diags_.error(loc, "unterminated string");
       return make(Tok::Error, loc, start);

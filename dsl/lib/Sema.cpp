@@ -38,6 +38,7 @@ struct FunctionInfo {
   FunctionDef* def = nullptr;
   std::vector<Param> params;
   std::vector<Loc> paramUse; // first use of each parameter
+  std::vector<size_t> paramUses; // number of uses of each parameter in the body
   int state = 0;             // 0: not analysed, 1: in progress, 2: done
   bool ok = false;           // analysed without errors
 };
@@ -131,6 +132,14 @@ private:
   int checkDepth_ = 0;
   bool tooDeepReported_ = false;
   bool inSoftmax_ = false; // checking a softmax score or mask: `.exclude` reads are allowed
+  std::set<const IndexDecl*> badRange_; // indices whose explicit range was rejected
+  std::map<std::string, std::string> spelled_; // fresh name of an expanded binder -> its spelling
+
+  // How diagnostics name an index: as the source spells it, not as renamed by an expansion.
+  const std::string& shown(const std::string& n) const {
+    auto it = spelled_.find(n);
+    return it == spelled_.end() ? n : it->second;
+  }
 
   // --- names -------------------------------------------------------------------------------
   bool checkNewName(const std::string& name, Loc loc, const char* what) {
@@ -151,8 +160,9 @@ private:
   }
 
   void declareTensors() {
+    // A name rejected here is still declared, so later uses report no follow-on errors.
     auto declare = [&](TensorDecl& t) {
-      if (!checkNewName(t.name, t.loc, t.role == TensorRole::Input ? "input" : "output")) return;
+      checkNewName(t.name, t.loc, t.role == TensorRole::Input ? "input" : "output");
       auto it = tensors_.find(t.name);
       if (it != tensors_.end()) {
         diags_.error(t.loc, "redefinition of tensor '" + t.name + "'");
@@ -172,7 +182,7 @@ private:
           diags_.error(d.loc, "size '" + d.symbol + "' has the name of a tensor");
           continue;
         }
-        if (!checkNewName(d.symbol, d.loc, "size")) continue;
+        checkNewName(d.symbol, d.loc, "size"); // declared even when rejected: no follow-on errors
         sizeLocs_[d.symbol] = d.loc;
         k_.sizes.push_back({d.symbol, t.get(), (int)i});
       }
@@ -203,7 +213,7 @@ private:
 
   void declareConsts() {
     for (auto& c : k_.consts) {
-      if (!checkNewName(c.name, c.loc, "constant")) continue;
+      checkNewName(c.name, c.loc, "constant"); // declared even when rejected: no follow-on errors
       if (tensors_.count(c.name) || sizeLocs_.count(c.name) || consts_.count(c.name)) {
         diags_.error(c.loc, "redefinition of '" + c.name + "'");
         continue;
@@ -212,7 +222,13 @@ private:
       bool isInt = true;
       double v = fold(*c.value, &isInt, &err);
       if (!err.empty()) {
-        diags_.error(c.value->loc, "constant '" + c.name + "' must be a compile-time number: " + err);
+        if (err == kOverflow)
+          diags_.error(c.value->loc, "constant '" + c.name + "' does not fit in a 32-bit integer (an intermediate value overflows)");
+        else
+          diags_.error(c.value->loc, "constant '" + c.name + "' must be a compile-time number: " + err);
+        c.folded = 0; // still declared, so its uses report no follow-on errors
+        c.isInt = isInt;
+        consts_[c.name] = &c;
         continue;
       }
       c.folded = v;
@@ -224,21 +240,34 @@ private:
         double dv = std::strtod(value.c_str(), &end);
         if (value.empty() || *end != '\0' || !std::isfinite(dv)) {
           diags_.error(Loc{}, "-D " + name + "=" + value + ": '" + value + "' is not a number");
-        } else if (c.isInt && (value.find_first_of(".eE") != std::string::npos || std::abs(dv) > 2147483647.0)) {
-          diags_.error(Loc{}, "-D " + name + "=" + value + ": constant '" + name + "' is a 32-bit integer");
+        } else if (c.isInt && value.find_first_of(".eE") != std::string::npos) {
+          diags_.error(Loc{}, "-D " + name + "=" + value + ": constant '" + name + "' is an integer; write it without '.' or an exponent");
+        } else if (c.isInt && (dv > 2147483647.0 || dv < -2147483648.0)) {
+          diags_.error(Loc{}, "-D " + name + "=" + value + ": " + value + " does not fit in a 32-bit integer");
         } else {
           c.folded = dv;
           c.overridden = true;
         }
       }
-      if (c.isInt && std::abs(c.folded) > 2147483647.0)
+      if (c.isInt && (c.folded > 2147483647.0 || c.folded < -2147483648.0))
         diags_.error(c.loc, "constant '" + c.name + "' does not fit in a 32-bit integer");
       consts_[c.name] = &c;
     }
   }
 
-  // Folds a compile-time constant expression (numbers, earlier constants, arithmetic).
+  static constexpr const char* kOverflow = "an intermediate value does not fit in a 32-bit integer";
+
+  // Folds a compile-time constant expression (numbers, earlier constants, arithmetic). Integer
+  // arithmetic is 32-bit, as at run time: every intermediate integer must fit.
   double fold(const Expr& e, bool* isInt, std::string* err) {
+    double v = foldNode(e, isInt, err);
+    if (err->empty() && *isInt && (v > 2147483647.0 || v < -2147483648.0) && e.kind != ExprKind::Number &&
+        e.kind != ExprKind::Ident)
+      *err = kOverflow;
+    return v;
+  }
+
+  double foldNode(const Expr& e, bool* isInt, std::string* err) {
     switch (e.kind) {
     case ExprKind::Number:
       *isInt = e.isIntLiteral;
@@ -289,8 +318,9 @@ private:
     current_ = &def;
     uses_.clear();
     TensorDecl* target = nullptr;
-    bool ok = checkNewName(def.name, def.loc, "definition");
-    if (ok && (sizeLocs_.count(def.name) || consts_.count(def.name))) {
+    checkNewName(def.name, def.loc, "definition"); // registered even when rejected: no follow-on errors
+    bool ok = true;
+    if (sizeLocs_.count(def.name) || consts_.count(def.name)) {
       diags_.error(def.loc, "'" + def.name + "' is a size or constant and cannot be defined as a tensor");
       ok = false;
     }
@@ -395,17 +425,59 @@ private:
   void checkIndexName(const IndexDecl& idx) {
     if (!checkNewName(idx.name, idx.loc, "index")) return;
     if (tensors_.count(idx.name) || definitionNames_.count(idx.name))
-      diags_.error(idx.loc, "index '" + idx.name + "' has the name of a tensor");
+      diags_.error(idx.loc, "index '" + shown(idx.name) + "' has the name of a tensor");
     else if (sizeLocs_.count(idx.name))
-      diags_.error(idx.loc, "index '" + idx.name + "' has the name of a size");
+      diags_.error(idx.loc, "index '" + shown(idx.name) + "' has the name of a size");
     else if (consts_.count(idx.name))
-      diags_.error(idx.loc, "index '" + idx.name + "' has the name of a constant");
+      diags_.error(idx.loc, "index '" + shown(idx.name) + "' has the name of a constant");
     for (const ScopeEntry& s : scope_)
       if (s.name == idx.name)
-        diags_.error(idx.loc, "index '" + idx.name + "' shadows an enclosing " + (s.let ? "'let' of" : "index of") + " the same name");
+        diags_.error(idx.loc, "index '" + shown(idx.name) + "' shadows an enclosing " + (s.let ? "'let' of" : "index of") + " the same name");
+  }
+
+  // A range is fixed for the whole call: its bounds may use sizes, constants, numbers, functions
+  // of those and lets inside the bound, but no index, outer let or tensor. Returns false after
+  // reporting the first offending name.
+  bool rangeIsStatic(const Expr& e, const IndexDecl& idx, std::vector<std::string>& inner) {
+    auto bad = [&](const std::string& what) {
+      diags_.error(e.loc, "the range of '" + shown(idx.name) + "' cannot use " + what +
+                              ": a range is fixed for the whole call, so its bounds may use only sizes, constants and numbers");
+      return false;
+    };
+    switch (e.kind) {
+    case ExprKind::Ident:
+      if (std::find(inner.begin(), inner.end(), e.name) != inner.end()) return true;
+      if (const ScopeEntry* se = lookup(e.name)) return bad((se->let ? "the 'let' value '" : "the index '") + e.name + "'");
+      if (tensors_.count(e.name) || definitionNames_.count(e.name)) return bad("the tensor '" + e.name + "'");
+      return true;
+    case ExprKind::Read:
+      if (tensors_.count(e.name) || definitionNames_.count(e.name)) return bad("the tensor '" + e.name + "'");
+      break;
+    case ExprKind::Reduce: return bad("a reduction");
+    case ExprKind::Softmax: return true; // reported where it stands
+    case ExprKind::Let: {
+      if (!rangeIsStatic(*e.args[0], idx, inner)) return false;
+      inner.push_back(e.name);
+      bool ok = rangeIsStatic(*e.body, idx, inner);
+      inner.pop_back();
+      return ok;
+    }
+    default: break;
+    }
+    for (const auto& a : e.args)
+      if (!rangeIsStatic(*a, idx, inner)) return false;
+    return true;
   }
 
   void resolveRange(IndexDecl& idx) {
+    for (Expr* e : {idx.range->lo.get(), idx.range->hi.get()}) {
+      std::vector<std::string> inner;
+      if (!rangeIsStatic(*e, idx, inner)) {
+        idx.range.reset();
+        badRange_.insert(&idx);
+        return;
+      }
+    }
     for (Expr* e : {idx.range->lo.get(), idx.range->hi.get()}) {
       // Range ends see sizes and constants, not indices: the range of an index is fixed per kernel call.
       std::vector<ScopeEntry> saved;
@@ -413,7 +485,7 @@ private:
       check(*e);
       scope_.swap(saved);
       if (e->type != ScalarType::Int && e->type != ScalarType::Unknown)
-        diags_.error(e->loc, "range of index '" + idx.name + "' must be an integer, found " + scalarTypeName(e->type));
+        diags_.error(e->loc, "range of index '" + shown(idx.name) + "' must be an integer, found " + scalarTypeName(e->type));
     }
   }
 
@@ -428,10 +500,11 @@ private:
   // Fixes an index's range from its explicit range or its uses, reporting conflicts.
   void settleRange(IndexDecl& idx) {
     auto& uses = uses_[&idx];
+    if (badRange_.count(&idx)) return; // already reported
     if (!idx.range) {
       if (uses.empty()) {
-        diags_.error(idx.loc, "cannot infer the range of index '" + idx.name +
-                                  "': it is never used directly as a tensor index; give it as '" + idx.name + " in 0..N'");
+        diags_.error(idx.loc, "cannot infer the range of index '" + shown(idx.name) +
+                                  "': it is never used directly as a tensor index; give it as '" + shown(idx.name) + " in 0..N'");
         return;
       }
       idx.range = Range{zero(idx.loc), uses[0].extentExpr->clone()};
@@ -443,8 +516,8 @@ private:
     for (const RangeUse& u : uses) {
       if (u.extent == have) continue;
       std::string where = idx.rangeOrigin.empty() ? "its declared range 0.." + have : idx.rangeOrigin;
-      diags_.error(u.loc, "inconsistent sizes for index '" + idx.name + "': " + u.origin + " here, but " + where);
-      if (idx.rangeOriginLoc.valid()) diags_.note(idx.rangeOriginLoc, "the range of '" + idx.name + "' comes from here");
+      diags_.error(u.loc, "inconsistent sizes for index '" + shown(idx.name) + "': " + u.origin + " here, but " + where);
+      if (idx.rangeOriginLoc.valid()) diags_.note(idx.rangeOriginLoc, "the range of '" + shown(idx.name) + "' comes from here");
       return;
     }
   }
@@ -528,7 +601,7 @@ private:
       std::set<std::string> seen;
       for (auto& idx : e.reduceIndices) {
         checkIndexName(idx);
-        if (!seen.insert(idx.name).second) diags_.error(idx.loc, "reduction index '" + idx.name + "' appears twice");
+        if (!seen.insert(idx.name).second) diags_.error(idx.loc, "reduction index '" + shown(idx.name) + "' appears twice");
         if (idx.range) resolveRange(idx);
       }
       size_t depth = scope_.size();
@@ -611,7 +684,8 @@ private:
     }
     auto it = tensors_.find(e.name);
     TensorDecl* t = it == tensors_.end() ? nullptr : it->second;
-    if (!t && !definitionNames_.count(e.name)) {
+    // A call of a function; a local of the same name was already rejected, so the call wins.
+    if ((!t && !definitionNames_.count(e.name)) || (t && t->role == TensorRole::Local)) {
       if (auto fn = functions_.find(e.name); fn != functions_.end()) return expandCall(e, fn->second);
     }
     for (auto& a : e.args) check(*a);
@@ -722,6 +796,7 @@ private:
     std::string n = base;
     for (int i = 2; usedNames_.count(n); ++i) n = base + "_" + std::to_string(i);
     usedNames_.insert(n);
+    if (n != base) spelled_[n] = shown(base);
     return n;
   }
 
@@ -820,12 +895,35 @@ private:
     Substitution sub;
     std::vector<std::pair<std::string, size_t>> lets;
     bool ok = true;
+    // Arguments that are copied into the body are checked once here, so an error in one is
+    // reported once, at the argument, and not at every copy.
+    int errorsBefore = diags_.numErrors();
+    size_t estimate = countNodes(*f.body);
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      Expr& a = *e.args[i];
+      if (fi.params[i] == FunctionInfo::Param::Tensor) {
+        for (auto& x : a.args) check(*x);
+        size_t prefix = 0;
+        for (auto& x : a.args) prefix += countNodes(*x);
+        estimate += fi.paramUses[i] * prefix;
+      } else if (fi.params[i] == FunctionInfo::Param::Scalar && isCheap(a)) {
+        check(a);
+        estimate += fi.paramUses[i] * countNodes(a);
+      }
+    }
+    if (diags_.numErrors() != errorsBefore) return giveUp();
+    if (expandedNodes_ + estimate > kMaxExpandedNodes) {
+      diags_.error(e.loc, "expanding function '" + f.name + "' makes the kernel too large (more than " +
+                              std::to_string(kMaxExpandedNodes) + " expression nodes)");
+      return giveUp();
+    }
     for (size_t i = 0; i < f.params.size(); ++i) {
       Expr& a = *e.args[i];
       const std::string& param = f.params[i];
       switch (fi.params[i]) {
       case FunctionInfo::Param::Tensor:
-        if ((a.kind == ExprKind::Ident || a.kind == ExprKind::Read) && !findBuiltin(a.name) && !functions_.count(a.name)) {
+        if ((a.kind == ExprKind::Ident || a.kind == ExprKind::Read) && !findBuiltin(a.name) && !functions_.count(a.name) &&
+            !lookup(a.name) && !sizeLocs_.count(a.name) && !consts_.count(a.name)) {
           View v{a.name, {}, a.loc, a.boundary};
           for (const auto& x : a.args) v.prefix.push_back(x.get());
           sub.views[param] = v;
@@ -891,6 +989,7 @@ public:
     const FunctionDef& f = *fi.def;
     fi.params.assign(f.params.size(), FunctionInfo::Param::Unused);
     fi.paramUse.assign(f.params.size(), Loc{});
+    fi.paramUses.assign(f.params.size(), 0);
     for (size_t i = 0; i < f.params.size(); ++i) {
       checkName(f.params[i], f.paramLocs[i], "parameter");
       for (size_t j = 0; j < i; ++j)
@@ -933,6 +1032,7 @@ private:
   }
 
   void mark(int p, FunctionInfo::Param kind, Loc loc) {
+    ++fn_->paramUses[p];
     auto& k = fn_->params[p];
     if (k == FunctionInfo::Param::Unused) {
       k = kind;

@@ -748,8 +748,8 @@ TEST(Sema, DefineOverrideErrors) {
   EXPECT_EQ(firstMessage({{"w", "abc"}}), "-D w=abc: 'abc' is not a number");
   EXPECT_EQ(firstMessage({{"w", ""}}), "-D w=: '' is not a number");
   EXPECT_EQ(firstMessage({{"w", "nan"}}), "-D w=nan: 'nan' is not a number");
-  EXPECT_EQ(firstMessage({{"w", "2.5"}}), "-D w=2.5: constant 'w' is a 32-bit integer");
-  EXPECT_EQ(firstMessage({{"w", "3000000000"}}), "-D w=3000000000: constant 'w' is a 32-bit integer");
+  EXPECT_EQ(firstMessage({{"w", "2.5"}}), "-D w=2.5: constant 'w' is an integer; write it without '.' or an exponent");
+  EXPECT_EQ(firstMessage({{"w", "3000000000"}}), "-D w=3000000000: 3000000000 does not fit in a 32-bit integer");
 }
 
 struct SemaCase {

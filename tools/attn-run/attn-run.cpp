@@ -11,6 +11,9 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <memory>
+#include <cstdlib>
+#include <algorithm>
 
 namespace {
 
@@ -41,6 +44,20 @@ bool splitAssign(const std::string& s, std::string* name, std::string* path) {
 }
 
 // A Halide buffer over caller memory; Halide's dimension 0 is the innermost (last C) one.
+// Zero-initialised storage aligned to 128 bytes.
+class AlignedBytes {
+public:
+  explicit AlignedBytes(size_t n) : p_(static_cast<char*>(std::aligned_alloc(128, (n + 127) / 128 * 128)), &std::free) {
+    if (!p_) throw std::bad_alloc();
+    std::memset(p_.get(), 0, n);
+  }
+  char* data() { return p_.get(); }
+  const char* data() const { return p_.get(); }
+
+private:
+  std::unique_ptr<char, decltype(&std::free)> p_;
+};
+
 Halide::Buffer<> wrap(attnc::TensorView& t) {
   std::vector<halide_dimension_t> dims(t.rank);
   for (int d = 0; d < t.rank; ++d) {
@@ -266,14 +283,22 @@ int main(int argc, char** argv) {
     if (!st.ok()) return fail(st.message());
 
     std::string applied = attnc::applySchedule(lk, target, schedule);
-    for (size_t i = 0; i < lk.inputs.size(); ++i) lk.inputs[i].param.set(wrap(views[i]));
-    std::vector<std::vector<char>> outData(shapes.size());
+    // Every buffer handed to Halide is 128-byte aligned, as Halide's own allocations are: code
+    // vectorised for AVX-512 may use aligned vector loads and stores.
+    std::vector<AlignedBytes> inData;
+    for (size_t i = 0; i < lk.inputs.size(); ++i) {
+      inData.emplace_back(std::max<size_t>(arrays[i].data.size(), 1));
+      std::copy(arrays[i].data.begin(), arrays[i].data.end(), inData.back().data());
+      views[i].data = inData.back().data();
+      lk.inputs[i].param.set(wrap(views[i]));
+    }
+    std::vector<AlignedBytes> outData;
     std::vector<Halide::Buffer<>> outBufs;
     std::vector<attnc::TensorView> outViews;
     for (size_t i = 0; i < shapes.size(); ++i) {
       attnc::DType dt = lk.outputIsFloat[i] ? attnc::DType::F32 : attnc::DType::I32;
       attnc::TensorView probe = attnc::TensorView::contiguous(nullptr, dt, shapes[i]);
-      outData[i].resize(std::max<int64_t>(probe.numel(), 1) * 4);
+      outData.emplace_back(std::max<int64_t>(probe.numel(), 1) * 4);
       outViews.push_back(attnc::TensorView::contiguous(outData[i].data(), dt, shapes[i]));
       outBufs.push_back(wrap(outViews.back()));
     }

@@ -135,11 +135,17 @@ int main(int argc, char** argv) {
 
   attnc::FrontEnd fe;
   if (!attnc::runFrontEnd(input, feOpts, std::cerr, &fe)) return 1;
+  // Nor any file it imports: a source the user wrote is never replaced.
+  for (const auto& f : fe.module->files) {
+    for (const std::string& candidate : {outPath, outPath + ".a", outPath + ".h", outPath + ".attnc.h", depfile})
+      if (!candidate.empty() && attnc::sameFile(candidate, f->path))
+        return fail("refusing to overwrite the imported file '" + f->path + "'");
+  }
   if (!depfile.empty()) {
     // Make syntax: spaces in paths are escaped; the rule names the first artefact.
     auto esc = [](const std::string& p) {
       std::string o;
-      for (char c : p) o += c == ' ' ? std::string("\\ ") : std::string(1, c);
+      for (char c : p) o += c == ' ' ? std::string("\\ ") : c == '#' ? std::string("\\#") : c == '$' ? std::string("$$") : std::string(1, c);
       return o;
     };
     std::string target = emit == "lib" ? outPath + ".a" : outPath.empty() ? input : outPath;

@@ -68,7 +68,17 @@ bool parseTarget(const std::string& s, Halide::Target* t, std::string* err) {
     *err = "invalid target '" + s + "' (use 'host' or a Halide target string such as x86-64-linux-avx2-fma)";
     return false;
   }
-  *t = Halide::Target(s);
+  Halide::Target target(s);
+  // Halide's bare `avx512` (without a CPU generation) makes its LLVM abort on ordinary kernels.
+  using F = Halide::Target::Feature;
+  if (target.has_feature(F::AVX512) &&
+      !target.features_any_of({F::AVX512_KNL, F::AVX512_Skylake, F::AVX512_Cannonlake, F::AVX512_SapphireRapids,
+                               F::AVX512_Zen4, F::AVX512_Zen5})) {
+    *err = "target '" + s + "': 'avx512' alone is not supported; name the CPU generation (avx512_skylake, "
+           "avx512_cannonlake, avx512_sapphirerapids, avx512_zen4, avx512_zen5) or use 'host'";
+    return false;
+  }
+  *t = target;
   return true;
 }
 

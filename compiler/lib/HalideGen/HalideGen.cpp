@@ -7,6 +7,7 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 
@@ -61,6 +62,21 @@ using Env = llvm::DenseMap<Value, H::Expr>;
 }
 
 template <typename T> std::vector<T> reversed(std::vector<T> v) { return {v.rbegin(), v.rend()}; }
+
+// Whether an index reads a tensor (a gather such as `q(m(i))`): Halide cannot bound such an
+// access from the loop ranges.
+bool readsData(const H::Expr& e) {
+  struct Finder : H::Internal::IRVisitor {
+    bool found = false;
+    using H::Internal::IRVisitor::visit;
+    void visit(const H::Internal::Call* op) override {
+      if (op->call_type == H::Internal::Call::Image || op->call_type == H::Internal::Call::Halide) found = true;
+      H::Internal::IRVisitor::visit(op);
+    }
+  } f;
+  e.accept(&f);
+  return f.found;
+}
 
 std::vector<H::Expr> toExprs(const std::vector<H::Var>& vars) { return {vars.begin(), vars.end()}; }
 
@@ -403,7 +419,15 @@ private:
       // itself and would compute the definition (and read its inputs) outside it. Plain
       // indices need no clamp.
       bool computed = !idx[d].as<H::Internal::Variable>();
-      if (boundary != "none" || (!param && computed)) idx[d] = H::clamp(idx[d], 0, H::max(extent[d] - 1, 0));
+      if (boundary != "none" || (!param && computed)) {
+        idx[d] = H::clamp(idx[d], 0, H::max(extent[d] - 1, 0));
+      } else if (param && readsData(idx[d])) {
+        // A gather from an input: the read is clamped so Halide can bound it, and an index that
+        // was out of range stops the kernel with an error (as a bounds check would).
+        H::Expr i = idx[d];
+        idx[d] = H::require(i >= 0 && i < extent[d], H::clamp(i, 0, H::max(extent[d] - 1, 0)), "input", param->name,
+                            "is read at", i, "in dimension", (int)d, "of extent", extent[d]);
+      }
     }
     H::Expr v = param ? H::Expr(param->param(reversed(idx))) : H::Expr(func(reversed(idx)));
     if (boundary == "zero") v = H::select(inRange, v, H::Internal::make_zero(v.type()));
@@ -480,7 +504,13 @@ private:
           default: unsupported(op, "float comparison predicate");
           }
         })
-        .Case<math::ExpOp>([&](auto) { return H::exp(a(0)); })
+        .Case<math::ExpOp>([&](auto) {
+          // Halide's exp is wrong past float's range (exp(1e30) and exp(inf) give 0, exp(nan) 0):
+          // overflow gives inf and NaN stays NaN, as IEEE and the reference interpreter say.
+          // (Softmax's exp, of score - max <= 0, is generated without this guard.)
+          H::Expr x = a(0);
+          return H::select(H::is_nan(x), x, H::select(x > 88.72283f, H::Expr(std::numeric_limits<float>::infinity()), H::exp(x)));
+        })
         .Case<math::LogOp>([&](auto) { return H::log(a(0)); })
         .Case<math::SqrtOp>([&](auto) { return H::sqrt(a(0)); })
         .Case<math::RsqrtOp>([&](auto) { return 1.0f / H::sqrt(a(0)); })

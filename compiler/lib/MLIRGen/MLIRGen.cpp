@@ -395,8 +395,13 @@ private:
       b_.create<attn::YieldOp>(loc(e.body->loc), ValueRange{v});
     }
     if (mean) {
-      Value count = ext[0];
-      for (size_t i = 1; i < ext.size(); ++i) count = b_.create<arith::MulIOp>(l, count, ext[i]);
+      // The number of points: a reversed range (hi < lo) is empty, not negative.
+      Value zero = b_.create<arith::ConstantIndexOp>(l, 0);
+      Value count;
+      for (Value x : ext) {
+        Value n = b_.create<arith::MaxSIOp>(l, x, zero);
+        count = count ? (Value)b_.create<arith::MulIOp>(l, count, n) : n;
+      }
       return b_.create<arith::DivFOp>(l, op.getResult(), toFloat(count));
     }
     return e.type == ScalarType::Float ? (Value)op.getResult() : toIndex(op.getResult());

@@ -81,6 +81,8 @@ struct Expr {
   // Let: `let name = args[0] in body`; the value is computed once per evaluation of the Let.
 
   Expr(ExprKind k, Loc l) : kind(k), loc(l) {}
+  // A deep copy. Identifiers that Sema resolved to an index or a `let` inside the copied tree
+  // point into the copy.
   ExprPtr clone() const;
 };
 
