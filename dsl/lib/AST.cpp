@@ -187,6 +187,11 @@ void printModule(std::ostream& os, const Module& m) {
     for (const auto& c : k->consts)
       os << "  const " << c.name << " = " << numberToString(c.folded, c.isInt) << (c.overridden ? " (from -D)" : "")
          << " @" << c.loc.line << ":" << c.loc.col << "\n";
+    for (const auto& r : k->requirements) {
+      os << "  require " << exprToString(*r.cond);
+      if (!r.message.empty()) os << ", \"" << r.message << "\"";
+      os << (r.isStatic ? " (checked)" : " (at call)") << " @" << r.loc.line << ":" << r.loc.col << "\n";
+    }
     for (const auto& d : k->defs) {
       os << "  def " << d->name << "(";
       for (size_t i = 0; i < d->indices.size(); ++i) {

@@ -130,6 +130,15 @@ public:
       s.isInt = inputs_[i].isInt;
       addTensor(k_.inputs[i].get(), std::move(s));
     }
+    // Requirements on the sizes, in order, before anything is computed (as compiled kernels do).
+    for (const auto& r : k_.requirements) {
+      defName_ = "require";
+      Node c = compile(*r.cond);
+      requireType(c, ScalarType::Bool, "requirement");
+      if (!evalB(c))
+        fail(std::string(r.loc.file ? r.loc.file->path + ":" : "") + std::to_string(r.loc.line) + ":" + std::to_string(r.loc.col) +
+             ": requirement failed: " + (r.message.empty() ? exprToString(*r.cond) : r.message));
+    }
     for (const auto& def : k_.defs) runDefinition(*def);
     outputs->clear();
     for (const auto& o : k_.outputs) {

@@ -20,6 +20,7 @@ const char* tokName(Tok t) {
   case Tok::KwDef: return "'def'";
   case Tok::KwImport: return "'import'";
   case Tok::KwLet: return "'let'";
+  case Tok::KwRequire: return "'require'";
   case Tok::String: return "a string";
   case Tok::LParen: return "'('";
   case Tok::RParen: return "')'";
@@ -94,6 +95,7 @@ Token Lexer::next() {
     else if (t.text == "def") t.kind = Tok::KwDef;
     else if (t.text == "import") t.kind = Tok::KwImport;
     else if (t.text == "let") t.kind = Tok::KwLet;
+    else if (t.text == "require") t.kind = Tok::KwRequire;
     return t;
   }
   if (std::isdigit(c) || (c == '.' && std::isdigit((unsigned char)peek(1)))) {

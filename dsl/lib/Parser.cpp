@@ -165,11 +165,17 @@ std::unique_ptr<Kernel> Parser::parseKernel() {
     if (accept(Tok::Semi)) continue;
     if (is(Tok::KwConst)) {
       parseConsts(*k);
+    } else if (is(Tok::KwRequire)) {
+      Kernel::Requirement r;
+      r.loc = take().loc;
+      r.cond = parseExpr();
+      if (accept(Tok::Comma)) r.message = expect(Tok::String, "for the requirement's message").text;
+      k->requirements.push_back(std::move(r));
     } else if (is(Tok::Ident)) {
       k->defs.push_back(parseDefinition());
     } else {
       if (is(Tok::Error)) throw Abort{};
-      fail(cur().loc, "expected a definition 'name(indices) = expression' or 'const', found " + describe(cur()));
+      fail(cur().loc, "expected a definition 'name(indices) = expression', 'const' or 'require', found " + describe(cur()));
     }
   }
   expect(Tok::RBrace, "");

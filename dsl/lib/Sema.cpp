@@ -4,6 +4,7 @@
 #include <cmath>
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <set>
 
 namespace attnc::dsl {
@@ -109,6 +110,7 @@ public:
     declareTensors();
     declareConsts();
     for (auto& def : k_.defs) definitionNames_.insert(def->name);
+    for (auto& r : k_.requirements) checkRequirement(r);
     for (size_t i = 0; i < k_.defs.size(); ++i) analyzeDefinition(*k_.defs[i]);
     for (auto& o : k_.outputs)
       if (!o->def) diags_.error(o->loc, "output '" + o->name + "' is never defined");
@@ -313,6 +315,72 @@ private:
     }
   }
 
+  // --- requirements --------------------------------------------------------------------------
+  static bool usesSize(const Expr& e) {
+    if (e.kind == ExprKind::Ident && e.identKind == IdentKind::Size) return true;
+    for (const auto& a : e.args)
+      if (usesSize(*a)) return true;
+    return e.body && usesSize(*e.body);
+  }
+
+  // The value of a checked condition over constants; nullopt for anything else.
+  static std::optional<double> evalStatic(const Expr& e) {
+    auto arg = [&](size_t i) { return evalStatic(*e.args[i]); };
+    switch (e.kind) {
+    case ExprKind::Number: return e.number;
+    case ExprKind::Ident:
+      if (e.identKind == IdentKind::Const) return e.constValue;
+      return std::nullopt;
+    case ExprKind::Unary: {
+      auto x = arg(0);
+      if (!x) return std::nullopt;
+      return e.name == "!" ? (double)(*x == 0) : -*x;
+    }
+    case ExprKind::Binary: {
+      auto a = arg(0), b = arg(1);
+      if (!a || !b) return std::nullopt;
+      const std::string& op = e.name;
+      bool ints = e.args[0]->type == ScalarType::Int && e.args[1]->type == ScalarType::Int;
+      if (op == "+") return *a + *b;
+      if (op == "-") return *a - *b;
+      if (op == "*") return *a * *b;
+      if (op == "/" || op == "%") {
+        if (*b == 0) return std::nullopt;
+        if (!ints) return op == "/" ? std::optional<double>(*a / *b) : std::nullopt;
+        long long x = (long long)*a, y = (long long)*b, q = x / y, r = x % y;
+        if (r != 0 && ((r < 0) != (y < 0))) q -= 1, r += y;
+        return op == "/" ? (double)q : (double)r;
+      }
+      if (op == "<") return (double)(*a < *b);
+      if (op == "<=") return (double)(*a <= *b);
+      if (op == ">") return (double)(*a > *b);
+      if (op == ">=") return (double)(*a >= *b);
+      if (op == "==") return (double)(*a == *b);
+      if (op == "!=") return (double)(*a != *b);
+      if (op == "&&") return (double)(*a != 0 && *b != 0);
+      if (op == "||") return (double)(*a != 0 || *b != 0);
+      return std::nullopt;
+    }
+    default: return std::nullopt;
+    }
+  }
+
+  void checkRequirement(Kernel::Requirement& r) {
+    std::vector<std::string> inner;
+    if (!isStatic(*r.cond, "a requirement", "it is checked once per call, so it", inner)) return;
+    check(*r.cond);
+    if (r.cond->type != ScalarType::Bool) {
+      if (r.cond->type != ScalarType::Unknown)
+        diags_.error(r.cond->loc, std::string("a requirement must be a condition, found ") + scalarTypeName(r.cond->type));
+      return;
+    }
+    if (usesSize(*r.cond)) return; // checked when the kernel is called
+    r.isStatic = true;
+    std::optional<double> v = evalStatic(*r.cond);
+    if (v && *v == 0)
+      diags_.error(r.loc, "requirement failed: " + (r.message.empty() ? exprToString(*r.cond) : r.message));
+  }
+
   // --- definitions ---------------------------------------------------------------------------
   void analyzeDefinition(Definition& def) {
     current_ = &def;
@@ -439,9 +507,12 @@ private:
   // of those and lets inside the bound, but no index, outer let or tensor. Returns false after
   // reporting the first offending name.
   bool rangeIsStatic(const Expr& e, const IndexDecl& idx, std::vector<std::string>& inner) {
+    return isStatic(e, "the range of '" + shown(idx.name) + "'", "a range is fixed for the whole call, so its bounds", inner);
+  }
+
+  bool isStatic(const Expr& e, const std::string& subject, const std::string& why, std::vector<std::string>& inner) {
     auto bad = [&](const std::string& what) {
-      diags_.error(e.loc, "the range of '" + shown(idx.name) + "' cannot use " + what +
-                              ": a range is fixed for the whole call, so its bounds may use only sizes, constants and numbers");
+      diags_.error(e.loc, subject + " cannot use " + what + ": " + why + " may use only sizes, constants and numbers");
       return false;
     };
     switch (e.kind) {
@@ -456,16 +527,16 @@ private:
     case ExprKind::Reduce: return bad("a reduction");
     case ExprKind::Softmax: return true; // reported where it stands
     case ExprKind::Let: {
-      if (!rangeIsStatic(*e.args[0], idx, inner)) return false;
+      if (!isStatic(*e.args[0], subject, why, inner)) return false;
       inner.push_back(e.name);
-      bool ok = rangeIsStatic(*e.body, idx, inner);
+      bool ok = isStatic(*e.body, subject, why, inner);
       inner.pop_back();
       return ok;
     }
     default: break;
     }
     for (const auto& a : e.args)
-      if (!rangeIsStatic(*a, idx, inner)) return false;
+      if (!isStatic(*a, subject, why, inner)) return false;
     return true;
   }
 

@@ -52,12 +52,18 @@ struct LoweredKernel {
   std::vector<std::vector<std::string>> outputDims;
   std::vector<bool> outputIsFloat;
   std::vector<LoweredFunc> funcs; // producers before consumers
+  // Conditions on the sizes (attn.require), checked before anything is computed.
+  std::vector<std::pair<Halide::Expr, std::string>> requirements;
 
   LoweredFunc* find(const std::string& name);
   const LoweredFunc* find(const std::string& name) const;
   std::vector<Halide::Func> outputs() const;
   std::vector<Halide::Argument> arguments() const;
-  Halide::Pipeline pipeline() const { return Halide::Pipeline(outputs()); }
+  Halide::Pipeline pipeline() const {
+    Halide::Pipeline p(outputs());
+    for (const auto& [cond, msg] : requirements) p.add_requirement(cond, msg);
+    return p;
+  }
 };
 
 // Lowers one kernel. Throws std::runtime_error for IR that has no Halide lowering.

@@ -97,7 +97,10 @@ public:
       out_.inputs.push_back(p);
     }
     for (Operation& op : entry) {
-      if (auto def = dyn_cast<attn::DefineOp>(op)) lowerDefine(def);
+      if (auto req = dyn_cast<attn::RequireOp>(op)) {
+        Env env;
+        out_.requirements.push_back({eval(req.getCondition(), env), req.getMessage().str()});
+      } else if (auto def = dyn_cast<attn::DefineOp>(op)) lowerDefine(def);
       else if (auto sm = dyn_cast<attn::SoftmaxOp>(op)) lowerSoftmax(sm);
       else if (auto ret = dyn_cast<attn::ReturnOp>(op)) {
         for (auto [i, v] : llvm::enumerate(ret.getValues())) {

@@ -96,6 +96,14 @@ private:
       sizes_[s.name] = b_.create<attn::DimOp>(loc(d.loc), b_.getIndexType(), tensors_[s.tensor->name],
                                               b_.getI64IntegerAttr(s.dim), b_.getStringAttr(s.name));
     }
+    for (const auto& r : k.requirements) {
+      if (r.isStatic) continue; // Sema checked it
+      std::string msg = r.message.empty() ? exprToString(*r.cond) : r.message;
+      Loc at = r.loc;
+      std::string where = (at.file ? at.file->path : file_.getValue().str()) + ":" + std::to_string(at.line) + ":" +
+                          std::to_string(at.col);
+      b_.create<attn::RequireOp>(loc(r.loc), gen(*r.cond), b_.getStringAttr(where + ": requirement failed: " + msg));
+    }
     for (const auto& def : k.defs) genDefinition(*def);
     SmallVector<Value> results;
     for (const auto& t : k.outputs) results.push_back(tensors_[t->name]);

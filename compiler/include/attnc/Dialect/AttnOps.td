@@ -88,6 +88,19 @@ def Attn_ReadOp : Attn_Op<"read", [Pure,
   let hasVerifier = 1;
 }
 
+def Attn_RequireOp : Attn_Op<"require", [HasParent<"KernelOp">]> {
+  let summary = "A condition on the kernel's sizes, checked when the kernel is called.";
+  let description = [{
+    A call whose sizes make `condition` false fails with `message` before computing anything.
+    Deliberately not Pure: the check must survive dead-code elimination.
+    ```mlir
+    attn.require %ok, "heads of 32 channels must divide C"
+    ```
+  }];
+  let arguments = (ins I1:$condition, StrAttr:$message);
+  let assemblyFormat = "$condition `,` $message attr-dict";
+}
+
 //===----------------------------------------------------------------------===//
 // Definitions
 //===----------------------------------------------------------------------===//

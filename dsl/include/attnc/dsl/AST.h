@@ -130,6 +130,15 @@ struct Kernel {
   Loc loc;
   std::vector<std::unique_ptr<TensorDecl>> inputs, outputs;
   std::vector<ConstDecl> consts;
+  // `require cond, "message"`: a condition on sizes and constants. One that uses only constants
+  // is checked by Sema (isStatic); one that uses sizes is checked when the kernel is called.
+  struct Requirement {
+    Loc loc;
+    ExprPtr cond;
+    std::string message;
+    bool isStatic = false;
+  };
+  std::vector<Requirement> requirements;
   std::vector<std::unique_ptr<Definition>> defs;
   std::vector<std::unique_ptr<TensorDecl>> locals; // tensors of non-output definitions (Sema)
   // Size symbols in order of first appearance in the inputs, with where they are bound.

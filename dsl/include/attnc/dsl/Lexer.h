@@ -11,7 +11,7 @@ enum class Tok {
   Eof, Error,
   Ident, Int, Float, String,
   // keywords
-  KwKernel, KwConst, KwIn, KwWhere, KwDef, KwImport, KwLet,
+  KwKernel, KwConst, KwIn, KwWhere, KwDef, KwImport, KwLet, KwRequire,
   // punctuation
   LParen, RParen, LBracket, RBracket, LBrace, RBrace, Comma, Colon, Semi, Arrow, Assign, Dot, DotDot,
   Plus, Minus, Star, Slash, Percent, Lt, Le, Gt, Ge, EqEq, Ne, AndAnd, OrOr, Bang, Question,
