@@ -345,6 +345,12 @@ bool Parser::looksLikeReduction() const {
   if (n == "sum" || n == "mean") return true;
   if (n != "max" && n != "min") return false;
   size_t i = 2;
+  // `min(j) x` with a single name is a reduction even if j is bound (the elementwise min takes two
+  // arguments); Sema then reports the shadowed index.
+  if (peekTok(2).kind == Tok::Ident && peekTok(3).kind == Tok::RParen) {
+    Tok after = peekTok(4).kind;
+    if (after == Tok::Ident || after == Tok::Int || after == Tok::Float || after == Tok::LParen) return true;
+  }
   for (;;) {
     if (peekTok(i).kind != Tok::Ident || isBound(peekTok(i).text)) return false;
     ++i;

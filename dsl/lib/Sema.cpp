@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <algorithm>
+#include <cctype>
 #include <functional>
 #include <optional>
 #include <set>
@@ -78,6 +79,28 @@ void collectNames(const Expr& e, std::set<std::string>& out) {
     out.insert(d.name);
     if (d.range) collectNames(*d.range->lo, out), collectNames(*d.range->hi, out);
   }
+}
+
+// A number as the language writes it, with an optional sign: digits, an optional fraction and an
+// optional exponent (no hex, no blanks, no inf or nan).
+bool isLanguageNumber(const std::string& s) {
+  size_t i = 0, n = s.size();
+  if (i < n && (s[i] == '-' || s[i] == '+')) ++i;
+  size_t digits = 0;
+  while (i < n && std::isdigit((unsigned char)s[i])) ++i, ++digits;
+  if (i < n && s[i] == '.') {
+    ++i;
+    while (i < n && std::isdigit((unsigned char)s[i])) ++i, ++digits;
+  }
+  if (digits == 0) return false;
+  if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < n && (s[i] == '-' || s[i] == '+')) ++i;
+    size_t exp = 0;
+    while (i < n && std::isdigit((unsigned char)s[i])) ++i, ++exp;
+    if (exp == 0) return false;
+  }
+  return i == n;
 }
 
 bool isReductionName(const std::string& n) { return n == "sum" || n == "mean" || n == "max" || n == "min"; }
@@ -240,8 +263,10 @@ private:
         if (name != c.name) continue;
         char* end = nullptr;
         double dv = std::strtod(value.c_str(), &end);
-        if (value.empty() || *end != '\0' || !std::isfinite(dv)) {
+        if (!isLanguageNumber(value) || *end != '\0' || !std::isfinite(dv)) {
           diags_.error(Loc{}, "-D " + name + "=" + value + ": '" + value + "' is not a number");
+        } else if (!c.isInt && std::abs(dv) > 3.4028234663852886e38) {
+          diags_.error(Loc{}, "-D " + name + "=" + value + ": " + value + " is not finite as a 32-bit float");
         } else if (c.isInt && value.find_first_of(".eE") != std::string::npos) {
           diags_.error(Loc{}, "-D " + name + "=" + value + ": constant '" + name + "' is an integer; write it without '.' or an exponent");
         } else if (c.isInt && (dv > 2147483647.0 || dv < -2147483648.0)) {

@@ -156,7 +156,13 @@ int runReference(const attnc::dsl::Module& m, const std::string& kernelName, con
   for (size_t i = 0; i < results.size(); ++i) {
     const attnc::dsl::RefTensor& r = results[i];
     const std::string& n = outNames[i];
-    summarise(n, r.shape, !r.isInt, r.data.data(), (int64_t)r.data.size());
+    // The summary describes what is written: f32 outputs rounded to float32.
+    if (r.isInt) {
+      summarise(n, r.shape, false, r.data.data(), (int64_t)r.data.size());
+    } else {
+      std::vector<float> f(r.data.begin(), r.data.end());
+      summarise(n, r.shape, true, f.data(), (int64_t)f.size());
+    }
     auto it = outPaths.find(n);
     if (it != outPaths.end()) {
       std::vector<char> bytes(std::max<size_t>(r.data.size(), 1) * 4);
