@@ -626,8 +626,7 @@ private:
     case Op::Let: bindLet(n); return evalB(n.kids[1]);
     case Op::Cmp: {
       auto c = (Cmp)n.sub;
-      if (n.floatCmp) {
-        double a = evalF(n.kids[0]), b = evalF(n.kids[1]);
+      auto compare = [&](auto a, auto b) {
         switch (c) {
         case Cmp::Lt: return a < b;
         case Cmp::Le: return a <= b;
@@ -636,18 +635,10 @@ private:
         case Cmp::Eq: return a == b;
         case Cmp::Ne: return a != b;
         }
-      } else {
-        int64_t a = evalI(n.kids[0]), b = evalI(n.kids[1]);
-        switch (c) {
-        case Cmp::Lt: return a < b;
-        case Cmp::Le: return a <= b;
-        case Cmp::Gt: return a > b;
-        case Cmp::Ge: return a >= b;
-        case Cmp::Eq: return a == b;
-        case Cmp::Ne: return a != b;
-        }
-      }
-      internal("comparison");
+        internal("comparison");
+      };
+      if (n.floatCmp) return compare(evalF(n.kids[0]), evalF(n.kids[1]));
+      return compare(evalI(n.kids[0]), evalI(n.kids[1]));
     }
     default: internal("'" + exprToString(*n.src) + "' is not a condition");
     }
