@@ -21,6 +21,7 @@
 
 #include "attnc/dsl/FrontEnd.h"
 #include "attnc/dsl/Interpreter.h"
+#include "numerics/interpreter_kernels.h"
 #include "reference/dense_ref.h"
 
 #include <gmock/gmock.h>
@@ -88,22 +89,7 @@ In ints(std::vector<int64_t> shape, std::vector<int32_t> values) {
 
 // The checked kernel `kernel` of dsl/variants/<file>, loaded once per file.
 const attnc::dsl::Kernel* interpreterKernel(const std::string& file, const std::string& kernel, std::string* err) {
-  static std::map<std::string, attnc::dsl::LoadedModule> modules;
-  auto it = modules.find(file);
-  if (it == modules.end()) {
-    attnc::dsl::LoadedModule loaded;
-    std::ostringstream diags;
-    const std::string path = std::string(ATTNC_VARIANTS_DIR) + "/" + file;
-    if (!attnc::dsl::loadModule(path, attnc::dsl::FrontEndOptions{}, diags, &loaded) || !loaded.module) {
-      *err = "cannot load " + path + ":\n" + diags.str();
-      return nullptr;
-    }
-    it = modules.emplace(file, std::move(loaded)).first;
-  }
-  for (const auto& k : it->second.module->kernels)
-    if (k->name == kernel) return k.get();
-  *err = "no kernel '" + kernel + "' in " + file;
-  return nullptr;
+  return attnc_test::interpreterKernel(file, kernel, {}, err);
 }
 
 // --- the common check --------------------------------------------------------------------------

@@ -18,6 +18,7 @@
 
 #include "attnc/dsl/FrontEnd.h"
 #include "attnc/dsl/Interpreter.h"
+#include "numerics/interpreter_kernels.h"
 #include "reference/window_ref.h"
 
 #include <gtest/gtest.h>
@@ -79,27 +80,10 @@ std::vector<float> randn(size_t n, unsigned seed, float mean = 0.f, float scale 
 
 // --- the fp64 DSL interpreter ------------------------------------------------------------------
 
-// Kernel `kernel` of swda.attn checked with -D w=.. r=.. hd=.., loaded once per configuration.
+// Kernel `kernel` of swda.attn checked with -D w=.. r=.. hd=...
 const attnc::dsl::Kernel* interpreterKernel(const Config& c, const std::string& kernel, std::string* err) {
-  static std::map<std::string, attnc::dsl::LoadedModule> modules;
-  const std::string key = std::to_string(c.w) + "/" + std::to_string(c.r) + "/" + std::to_string(c.hd);
-  auto it = modules.find(key);
-  if (it == modules.end()) {
-    attnc::dsl::FrontEndOptions opts;
-    opts.sema.defines = {{"w", std::to_string(c.w)}, {"r", std::to_string(c.r)}, {"hd", std::to_string(c.hd)}};
-    attnc::dsl::LoadedModule loaded;
-    std::ostringstream diags;
-    const std::string path = std::string(ATTNC_VARIANTS_DIR) + "/swda.attn";
-    if (!attnc::dsl::loadModule(path, opts, diags, &loaded) || !loaded.module) {
-      *err = "cannot load " + path + " with -D w,r,hd = " + key + ":\n" + diags.str();
-      return nullptr;
-    }
-    it = modules.emplace(key, std::move(loaded)).first;
-  }
-  for (const auto& k : it->second.module->kernels)
-    if (k->name == kernel) return k.get();
-  *err = "no kernel '" + kernel + "' in swda.attn";
-  return nullptr;
+  return attnc_test::interpreterKernel("swda.attn", kernel,
+                                       {{"w", std::to_string(c.w)}, {"r", std::to_string(c.r)}, {"hd", std::to_string(c.hd)}}, err);
 }
 
 // --- the common check --------------------------------------------------------------------------
