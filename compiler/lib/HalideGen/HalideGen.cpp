@@ -391,6 +391,36 @@ private:
   }
 
   // A read of an input or a definition. Halide's dimension order is the reverse of the DSL's.
+  // Two extents that are the same size: the same SSA value, the same named size (attn.dim ops
+  // of different inputs bound to one symbol) or the same constant.
+  static bool sameExtent(Value a, Value b) {
+    if (a == b) return true;
+    auto da = a.getDefiningOp<attn::DimOp>(), db = b.getDefiningOp<attn::DimOp>();
+    if (da && db) return da.getSize() == db.getSize();
+    auto ca = a.getDefiningOp<arith::ConstantIndexOp>(), cb = b.getDefiningOp<arith::ConstantIndexOp>();
+    return ca && cb && ca.value() == cb.value();
+  }
+
+  // Whether subscript `sub` of a read is inside dimension `d` by construction: a bare index
+  // (a region argument, which MLIRGen keeps for ranges starting at 0) whose extent is the
+  // dimension's. Such a subscript needs no clamp and no range test.
+  bool inRangeByConstruction(Value sub, Value tensor, size_t d) {
+    auto ba = dyn_cast<BlockArgument>(sub);
+    if (!ba) return false;
+    Operation* owner = ba.getOwner()->getParentOp();
+    if (!isa<attn::DefineOp, attn::SoftmaxOp, attn::ReduceOp>(owner)) return false;
+    Value ext = owner->getOperand(ba.getArgNumber());
+    if (inputIndex_.count(tensor)) {
+      const KernelParam& p = out_.inputs[inputIndex_.lookup(tensor)];
+      auto dim = ext.getDefiningOp<attn::DimOp>();
+      if (dim) return d < p.dims.size() && dim.getSize() == p.dims[d];
+      auto c = ext.getDefiningOp<arith::ConstantIndexOp>();
+      return c && d < p.dims.size() && p.dims[d] == std::to_string(c.value());
+    }
+    Operation* def = tensor.getDefiningOp();
+    return def && d < def->getNumOperands() && sameExtent(def->getOperand(d), ext);
+  }
+
   H::Expr lowerRead(attn::ReadOp r, Env& env) {
     std::vector<H::Expr> idx; // DSL order
     for (Value i : r.getIndices()) idx.push_back(H::cast<int32_t>(eval(i, env)));
@@ -414,6 +444,7 @@ private:
     }
     H::Expr inRange = H::Internal::const_true();
     for (size_t d = 0; d < idx.size(); ++d) {
+      if (boundary != "none" && inRangeByConstruction(r.getIndices()[d], t, d)) continue;
       if (boundary == "zero") inRange = inRange && idx[d] >= 0 && idx[d] < extent[d];
       // Zero and clamp read the nearest element (then zero discards it): the access stays inside
       // the tensor, and Halide's bounds inference sees a region no larger than the tensor.
