@@ -17,6 +17,7 @@
 
 #include "attnc/dsl/FrontEnd.h"
 #include "attnc/dsl/Interpreter.h"
+#include "numerics/interpreter_kernels.h"
 #include "reference/dilate_ref.h"
 
 #include <gmock/gmock.h>
@@ -89,31 +90,12 @@ In randn(std::vector<int64_t> shape, unsigned seed, float mean = 0.f, float scal
 
 // --- the fp64 DSL interpreter ------------------------------------------------------------------
 
-// Kernel `kernel` of <kernel>.attn checked with the configuration's defines, loaded once each.
+// Kernel `kernel` of <kernel>.attn checked with the configuration's defines.
 const attnc::dsl::Kernel* interpreterKernel(const std::string& kernel, const Config& c, std::string* err) {
-  static std::map<std::string, attnc::dsl::LoadedModule> modules;
-  const std::string key = kernel + (c.defaults ? std::string(" defaults") : configLabel("", c));
-  auto it = modules.find(key);
-  if (it == modules.end()) {
-    attnc::dsl::FrontEndOptions opts;
-    if (!c.defaults)
-      opts.sema.defines = {{"hd", std::to_string(c.hd)},
-                           {"r0", std::to_string(c.r0)},
-                           {"r1", std::to_string(c.r1)},
-                           {"r2", std::to_string(c.r2)}};
-    attnc::dsl::LoadedModule loaded;
-    std::ostringstream diags;
-    const std::string path = std::string(ATTNC_VARIANTS_DIR) + "/" + kernel + ".attn";
-    if (!attnc::dsl::loadModule(path, opts, diags, &loaded) || !loaded.module) {
-      *err = "cannot load " + path + " (" + key + "):\n" + diags.str();
-      return nullptr;
-    }
-    it = modules.emplace(key, std::move(loaded)).first;
-  }
-  for (const auto& k : it->second.module->kernels)
-    if (k->name == kernel) return k.get();
-  *err = "no kernel '" + kernel + "' in " + kernel + ".attn";
-  return nullptr;
+  attnc_test::Defines defines;
+  if (!c.defaults)
+    defines = {{"hd", std::to_string(c.hd)}, {"r0", std::to_string(c.r0)}, {"r1", std::to_string(c.r1)}, {"r2", std::to_string(c.r2)}};
+  return attnc_test::interpreterKernel(kernel + ".attn", kernel, defines, err);
 }
 
 // --- the common check --------------------------------------------------------------------------
@@ -239,11 +221,10 @@ TEST(DilateNumerics, MsdaLargeScores) {
   }
 }
 
-// The dilation groups are really distinct: with x = 0 the 1x1 conv gives q, k, v = their biases
-// everywhere, every in-range score is the same constant q.k / sqrt(hd), and zero-padded positions
-// score 0; a group's output differs between pixels only by how many of its window's positions are
-// in range, which depends on its dilation. The reference must see this (1x1 map: the centre alone,
-// so the groups' values come through scaled by the same softmax weight).
+// x = 0: the 1x1 conv gives q, k, v = their biases at every pixel, so every in-range score of a
+// head is the same constant and every zero-padded position scores 0 (b_qkv > 0 makes q.k > 0); a
+// group's output then depends only on how many of its dilated window's positions are in range, so
+// the three dilations give three different border patterns. This isolates the padding semantics.
 TEST(DilateNumerics, MsdaConstantInputBorders) {
   for (const Config& c : kMsdaConfigs) {
     const MsdaShape s = {1, 7, 9, 3 * c.hd};
@@ -329,12 +310,14 @@ TEST(DilateNumerics, MsdaBadShapesAreErrors) {
   struct Case {
     const char* what;
     int C, G, Cg;
+    bool requireFires; // false: Halide's bounds check (w_o / b_qkv read past their end) fires first
   };
-  for (Case k : {Case{"G*Cg=12 != C=15", 15, 3, 4}, Case{"G*Cg=24 != C=12", 12, 3, 8}, Case{"G=2", 12, 2, 6},
-                 Case{"Cg=6 not a multiple of hd=4", 18, 3, 6}}) {
+  for (Case k : {Case{"G*Cg=12 != C=15", 15, 3, 4, true}, Case{"G*Cg=24 != C=12", 12, 3, 8, false},
+                 Case{"G=2", 12, 2, 6, false}, Case{"Cg=6 not a multiple of hd=4", 18, 3, 6, true}}) {
     const attnc::Status st = callWithShapes(
         d, {{1, 5, 5, k.C}, {3, k.G, k.Cg, k.C}, {3, k.G, k.Cg}, {k.C, k.C}, {k.C}}, {1, 5, 5, k.C});
     EXPECT_FALSE(st.ok()) << "msda " << k.what;
+    if (k.requireFires) EXPECT_THAT(st.message(), ::testing::HasSubstr("requirement failed")) << k.what;
     std::printf("[ require  ] msda %-32s -> %s\n", k.what, st.ok() ? "ok (!)" : st.message().c_str());
   }
   // C of x differs from C of w_qkv / w_o.
@@ -351,6 +334,7 @@ TEST(DilateNumerics, DilateBlockBadShapesAreErrors) {
                                            {C}, {C}, {C}, {F, C}, {F}, {C, F}, {C}},
                                           {1, C, 5, 5});
   EXPECT_FALSE(st.ok()) << "dilate_block with G*Cg != C";
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("requirement failed"));
   std::printf("[ require  ] dilate_block %-24s -> %s\n", "G*Cg=12 != C=15", st.ok() ? "ok (!)" : st.message().c_str());
 }
 
