@@ -144,28 +144,14 @@ Outcome check(const std::string& kernel, const Config& c, std::vector<In> ins, c
   double interpErr = -1;
   std::string err;
   const attnc::dsl::Kernel* k = interpreterKernel(kernel, c, &err);
-  EXPECT_NE(k, nullptr) << label << ": " << err;
-  if (k) {
-    std::vector<attnc::dsl::RefTensor> rins, routs;
-    for (const In& t : ins) {
-      attnc::dsl::RefTensor rt;
-      rt.shape = t.shape;
-      rt.data.assign(t.f.begin(), t.f.end());
-      rins.push_back(std::move(rt));
-    }
-    const bool ok = attnc::dsl::interpret(*k, rins, &routs, &err);
-    EXPECT_TRUE(ok) << label << ": interpreter: " << err;
-    if (ok && routs.size() == 1 && routs[0].shape == outShape && routs[0].data.size() == n) {
-      r.interp = routs[0].data;
-      size_t nonFinite = 0;
-      for (double x : r.interp) nonFinite += !std::isfinite(x);
-      EXPECT_EQ(nonFinite, 0u) << label << ": non-finite outputs of the interpreter";
-      interpErr = attnc_ref::maxAbsDiff(r.interp, r.ref);
-      EXPECT_LE(interpErr, r.tol) << label << ": interpreter vs fp64 reference";
-    } else if (ok) {
-      ADD_FAILURE() << label << ": interpreter returned " << routs.size() << " outputs of the wrong shape";
-    }
+  std::vector<attnc::dsl::RefTensor> rins;
+  for (const In& t : ins) {
+    attnc::dsl::RefTensor rt;
+    rt.shape = t.shape;
+    rt.data.assign(t.f.begin(), t.f.end());
+    rins.push_back(std::move(rt));
   }
+  interpErr = attnc_test::checkInterpreter(k, err, rins, outShape, r.ref, r.tol, label, &r.interp);
   std::printf("[ numerics ] %-60s AOT err %.3g  interp err %.3g  tol %.3g\n", label.c_str(), aotErr, interpErr, r.tol);
   return r;
 }

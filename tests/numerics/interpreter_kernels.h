@@ -45,3 +45,44 @@ inline const attnc::dsl::Kernel* interpreterKernel(const std::string& file, cons
 }
 
 } // namespace attnc_test
+
+#include "attnc/dsl/Interpreter.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace attnc_test {
+
+// Runs the fp64 interpreter on kernel `k` (null when loading failed, with `loadErr`) and checks
+// its single output: the shape `outShape`, finite values and a distance of at most `tol` from the
+// fp64 reference `ref`. Returns that distance (-1 when there is no output to compare) and stores
+// the output in `out`.
+inline double checkInterpreter(const attnc::dsl::Kernel* k, const std::string& loadErr,
+                               const std::vector<attnc::dsl::RefTensor>& inputs, const std::vector<int64_t>& outShape,
+                               const std::vector<double>& ref, double tol, const std::string& label,
+                               std::vector<double>* out) {
+  EXPECT_NE(k, nullptr) << label << ": " << loadErr;
+  if (!k) return -1;
+  std::vector<attnc::dsl::RefTensor> outs;
+  std::string err;
+  const bool ok = attnc::dsl::interpret(*k, inputs, &outs, &err);
+  EXPECT_TRUE(ok) << label << ": interpreter: " << err;
+  if (!ok) return -1;
+  if (outs.size() != 1 || outs[0].shape != outShape || outs[0].data.size() != ref.size()) {
+    ADD_FAILURE() << label << ": interpreter returned " << outs.size() << " outputs of the wrong shape";
+    return -1;
+  }
+  *out = outs[0].data;
+  size_t nonFinite = 0;
+  double err2 = 0;
+  for (size_t i = 0; i < out->size(); ++i) {
+    nonFinite += !std::isfinite((*out)[i]);
+    err2 = std::max(err2, std::abs((*out)[i] - ref[i]));
+  }
+  EXPECT_EQ(nonFinite, 0u) << label << ": non-finite outputs of the interpreter";
+  EXPECT_LE(err2, tol) << label << ": interpreter vs fp64 reference";
+  return err2;
+}
+
+} // namespace attnc_test

@@ -132,27 +132,13 @@ Outcome check(const Config& c, bool exclude, const Shape& s, const std::vector<f
   double interpErr = -1;
   std::string err;
   const attnc::dsl::Kernel* kern = interpreterKernel(c, exclude ? "swda_natten" : "swda", &err);
-  EXPECT_NE(kern, nullptr) << label << ": " << err;
-  if (kern) {
-    std::vector<attnc::dsl::RefTensor> rins(3), routs;
-    const std::vector<float>* src[3] = {&q, &k, &v};
-    for (int i = 0; i < 3; ++i) {
-      rins[i].shape = inShape;
-      rins[i].data.assign(src[i]->begin(), src[i]->end());
-    }
-    const bool ok = attnc::dsl::interpret(*kern, rins, &routs, &err);
-    EXPECT_TRUE(ok) << label << ": interpreter: " << err;
-    if (ok && routs.size() == 1 && routs[0].shape == outShape && routs[0].data.size() == n) {
-      r.interp = routs[0].data;
-      size_t nonFinite = 0;
-      for (double x : r.interp) nonFinite += !std::isfinite(x);
-      EXPECT_EQ(nonFinite, 0u) << label << ": non-finite outputs of the interpreter";
-      interpErr = attnc_ref::maxAbsDiff(r.interp, r.ref);
-      EXPECT_LE(interpErr, r.tol) << label << ": interpreter vs fp64 reference";
-    } else if (ok) {
-      ADD_FAILURE() << label << ": interpreter returned " << routs.size() << " outputs of the wrong shape";
-    }
+  std::vector<attnc::dsl::RefTensor> rins(3);
+  const std::vector<float>* src[3] = {&q, &k, &v};
+  for (int i = 0; i < 3; ++i) {
+    rins[i].shape = inShape;
+    rins[i].data.assign(src[i]->begin(), src[i]->end());
   }
+  interpErr = attnc_test::checkInterpreter(kern, err, rins, outShape, r.ref, r.tol, label, &r.interp);
   std::printf("[ numerics ] %-52s AOT err %.3g  interp err %.3g  tol %.3g\n", label.c_str(), aotErr, interpErr, r.tol);
   return r;
 }
