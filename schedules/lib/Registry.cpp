@@ -10,6 +10,7 @@ const std::vector<std::unique_ptr<ScheduleRule>>& scheduleRules() {
   static const std::vector<std::unique_ptr<ScheduleRule>> rules = [] {
     std::vector<std::unique_ptr<ScheduleRule>> r;
     r.push_back(makeCpuDenseRule());
+    r.push_back(makeCpuWindowRule());
     r.push_back(makeCpuGenericRule());
     std::stable_sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a->priority() > b->priority(); });
     return r;

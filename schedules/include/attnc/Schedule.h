@@ -22,7 +22,13 @@ public:
 };
 
 std::unique_ptr<ScheduleRule> makeCpuDenseRule();
+std::unique_ptr<ScheduleRule> makeCpuWindowRule();
 std::unique_ptr<ScheduleRule> makeCpuGenericRule();
+
+// The generic rule's choice for one Func (root storage for reductions and softmax statistics,
+// outer indices fused and parallel, innermost vectorized); other rules use it for the Funcs
+// outside their pattern.
+void scheduleGenericFunc(LoweredFunc& f, const Halide::Target& t);
 
 // Every rule, best first.
 const std::vector<std::unique_ptr<ScheduleRule>>& scheduleRules();
