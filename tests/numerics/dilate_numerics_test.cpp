@@ -14,6 +14,7 @@
 #include "dilate_msda_default.attnc.h"
 #include "dilate_msda_hd2_r214.attnc.h"
 #include "dilate_msda_hd4_r123.attnc.h"
+#include "dilate_msda_nobias_hd4_r123.attnc.h"
 
 #include "attnc/dsl/FrontEnd.h"
 #include "attnc/dsl/Interpreter.h"
@@ -95,7 +96,8 @@ const attnc::dsl::Kernel* interpreterKernel(const std::string& kernel, const Con
   attnc_test::Defines defines;
   if (!c.defaults)
     defines = {{"hd", std::to_string(c.hd)}, {"r0", std::to_string(c.r0)}, {"r1", std::to_string(c.r1)}, {"r2", std::to_string(c.r2)}};
-  return attnc_test::interpreterKernel(kernel + ".attn", kernel, defines, err);
+  const std::string file = kernel == "msda_nobias" ? "msda.attn" : kernel + ".attn";
+  return attnc_test::interpreterKernel(file, kernel, defines, err);
 }
 
 // --- the common check --------------------------------------------------------------------------
@@ -218,6 +220,25 @@ TEST(DilateNumerics, MsdaConstantInputBorders) {
     for (float& e : in[0].f) e = 0.f;
     for (float& e : in[2].f) e = std::abs(e) + .5f; // positive q.k: padded keys get less weight
     checkMsda(c, s, in, " x=0");
+  }
+}
+
+// msda_nobias is msda with a zero qkv bias: the same reference with b_qkv = 0.
+TEST(DilateNumerics, MsdaNoBias) {
+  const Config c = {4, 1, 2, 3, false, attnc_kernels::dilate_msda_nobias_hd4_r123};
+  unsigned seed = 400;
+  for (const MsdaShape& s : {MsdaShape{2, 7, 9, 12}, MsdaShape{1, 1, 1, 24}, MsdaShape{1, 4, 5, 24}}) {
+    std::vector<In> in = msdaInputs(s, seed += 10);
+    std::vector<float> zeroBias(in[2].f.size(), 0.f);
+    std::ostringstream os;
+    os << configLabel("msda_nobias", c) << " (" << s.B << "," << s.Y << "," << s.X << "," << s.C << ")";
+    check("msda_nobias", c, {in[0], in[1], in[3], in[4]}, {s.B, s.Y, s.X, s.C},
+          [&](auto tag) {
+            using T = decltype(tag);
+            return attnc_ref::msda<T>(in[0].f.data(), in[1].f.data(), zeroBias.data(), in[3].f.data(), in[4].f.data(), s.B,
+                                      s.Y, s.X, s.C, c.hd, c.r0, c.r1, c.r2);
+          },
+          os.str());
   }
 }
 
