@@ -14,6 +14,7 @@
 #include "dilate_msda_default.attnc.h"
 #include "dilate_msda_hd2_r214.attnc.h"
 #include "dilate_msda_hd4_r123.attnc.h"
+#include "dilate_msda_natten_hd4_r123.attnc.h"
 #include "dilate_msda_nobias_hd4_r123.attnc.h"
 
 #include "attnc/dsl/FrontEnd.h"
@@ -46,6 +47,7 @@ struct Config {
   int hd, r0, r1, r2;
   bool defaults; // compiled without -D (the file's constants hd=24, r = 1, 2, 3)
   const attnc::KernelDesc& (*desc)();
+  bool natten = false; // compiled with -D natten=1: keys outside the map are excluded
 };
 
 const Config kMsdaConfigs[] = {
@@ -96,6 +98,7 @@ const attnc::dsl::Kernel* interpreterKernel(const std::string& kernel, const Con
   attnc_test::Defines defines;
   if (!c.defaults)
     defines = {{"hd", std::to_string(c.hd)}, {"r0", std::to_string(c.r0)}, {"r1", std::to_string(c.r1)}, {"r2", std::to_string(c.r2)}};
+  if (c.natten) defines.push_back({"natten", "1"});
   const std::string file = kernel == "msda_nobias" ? "msda.attn" : kernel + ".attn";
   return attnc_test::interpreterKernel(file, kernel, defines, err);
 }
@@ -239,6 +242,31 @@ TEST(DilateNumerics, MsdaNoBias) {
                                       s.Y, s.X, s.C, c.hd, c.r0, c.r1, c.r2);
           },
           os.str());
+  }
+}
+
+// -D natten=1: out-of-range keys are excluded from the softmax instead of scoring 0. On maps with
+// borders (and a map smaller than the dilated window) the result must match the reference with
+// exclusion, and differ from the zero-padded kernel at the borders.
+TEST(DilateNumerics, MsdaNattenBorders) {
+  const Config c = {4, 1, 2, 3, false, attnc_kernels::dilate_msda_natten_hd4_r123, true};
+  unsigned seed = 500;
+  for (const MsdaShape& s : {MsdaShape{1, 7, 9, 12}, MsdaShape{2, 4, 5, 24}, MsdaShape{1, 1, 1, 12}}) {
+    std::vector<In> in = msdaInputs(s, seed += 10);
+    std::ostringstream os;
+    os << configLabel("msda", c) << " natten (" << s.B << "," << s.Y << "," << s.X << "," << s.C << ")";
+    Outcome r = check("msda", c, in, {s.B, s.Y, s.X, s.C},
+                      [&](auto tag) {
+                        using T = decltype(tag);
+                        return attnc_ref::msda<T>(in[0].f.data(), in[1].f.data(), in[2].f.data(), in[3].f.data(),
+                                                  in[4].f.data(), s.B, s.Y, s.X, s.C, c.hd, c.r0, c.r1, c.r2, true);
+                      },
+                      os.str());
+    if (s.Y * s.X > 1) { // every pixel is at a border of some group's window: zero padding differs
+      std::vector<double> padded = attnc_ref::msda<double>(in[0].f.data(), in[1].f.data(), in[2].f.data(), in[3].f.data(),
+                                                           in[4].f.data(), s.B, s.Y, s.X, s.C, c.hd, c.r0, c.r1, c.r2);
+      EXPECT_GT(attnc_ref::maxAbsDiff(padded, r.ref), 1e-3) << os.str() << ": exclusion changes nothing";
+    }
   }
 }
 

@@ -36,7 +36,7 @@ namespace detail {
 // Returns the concatenated heads a [B, Y, X, C] (before the output projection).
 template <typename T, typename Xin>
 std::vector<T> msdaHeads(const Xin* xin, const float* w_qkv, const float* b_qkv, int B, int Y, int X, int C, int hd,
-                         const int r[3], int w = 3) {
+                         const int r[3], int w = 3, bool exclude = false) {
   const int G = 3, Cg = C / G, H = Cg / hd, W2 = w * w;
   const size_t P = (size_t)Y * X;
   // qkv[s][b][ch][p], p = y*X + x (the seed's B, 3C, H, W conv output).
@@ -71,14 +71,15 @@ std::vector<T> msdaHeads(const Xin* xin, const float* w_qkv, const float* b_qkv,
             const int c0 = g * Cg + h * hd;
             T mx = -INFINITY;
             for (int j = 0; j < W2; ++j) {
-              T dot = 0; // zero-padded key: score 0
+              T dot = 0; // zero-padded key: score 0 (or, with exclude, no part in the softmax)
               if (pos[j] >= 0)
                 for (int e = 0; e < hd; ++e) dot += at(0, b, c0 + e, p) * at(1, b, c0 + e, (size_t)pos[j]);
               sc[j] = dot * scale;
+              if (exclude && pos[j] < 0) continue;
               mx = std::max(mx, sc[j]);
             }
             T sum = 0;
-            for (int j = 0; j < W2; ++j) sum += (sc[j] = std::exp(sc[j] - mx));
+            for (int j = 0; j < W2; ++j) sum += (sc[j] = (exclude && pos[j] < 0) ? T(0) : std::exp(sc[j] - mx));
             for (int e = 0; e < hd; ++e) {
               T acc = 0;
               for (int j = 0; j < W2; ++j)
@@ -108,9 +109,9 @@ std::vector<T> linearRows(const std::vector<T>& x, const float* w, const float* 
 // msda: x [B, Y, X, C], w_qkv [3, 3, C/3, C], b_qkv [3, 3, C/3], w_o [C, C], b_o [C] -> [B, Y, X, C].
 template <typename T>
 std::vector<T> msda(const float* x, const float* w_qkv, const float* b_qkv, const float* w_o, const float* b_o, int B,
-                    int Y, int X, int C, int hd, int r0, int r1, int r2) {
+                    int Y, int X, int C, int hd, int r0, int r1, int r2, bool exclude = false) {
   const int r[3] = {r0, r1, r2};
-  const std::vector<T> a = detail::msdaHeads<T>(x, w_qkv, b_qkv, B, Y, X, C, hd, r);
+  const std::vector<T> a = detail::msdaHeads<T>(x, w_qkv, b_qkv, B, Y, X, C, hd, r, 3, exclude);
   return detail::linearRows(a, w_o, b_o, (size_t)B * Y * X, C, C);
 }
 
