@@ -76,7 +76,7 @@ int64_t floorMod(int64_t a, int64_t b) {
 double fmin(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); }
 double fmax(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }
 
-enum class Op { IntConst, FloatConst, Slot, Read, Neg, Not, Add, Sub, Mul, Div, Mod, Cmp, And, Or, Math, Pow, Min, Max, Abs, Select, Reduce, Let };
+enum class Op { IFloor, IntConst, FloatConst, Slot, Read, Neg, Not, Add, Sub, Mul, Div, Mod, Cmp, And, Or, Math, Pow, Min, Max, Abs, Select, Reduce, Let };
 enum class Fn { Exp, Log, Sqrt, Rsqrt, Sin, Cos, Tanh, Erf, Floor };
 enum class Cmp { Lt, Le, Gt, Ge, Eq, Ne };
 
@@ -401,6 +401,13 @@ private:
         n.type = ScalarType::Float;
         return n;
       }
+    if (f == "ifloor") {
+      arity(1);
+      requireNumber(n.kids[0], "argument");
+      n.op = Op::IFloor;
+      n.type = ScalarType::Int;
+      return n;
+    }
     if (f == "pow" || f == "min" || f == "max") {
       arity(2);
       requireNumber(n.kids[0], "argument");
@@ -555,6 +562,11 @@ private:
   int64_t evalI(const Node& n) {
     switch (n.op) {
     case Op::IntConst: return n.ival;
+    case Op::IFloor: {
+      double x = evalF(n.kids[0]);
+      if (std::isnan(x)) fail("ifloor of NaN in definition '" + defName_ + "'" + where(n.src->loc));
+      return (int64_t)std::clamp(std::floor(x), -2147483648.0, 2147483647.0);
+    }
     case Op::Slot: return frame_[n.slot].i;
     case Op::Read: return (int64_t)read(n);
     case Op::Neg: return wneg(evalI(n.kids[0]));

@@ -18,7 +18,7 @@ struct Builtin {
 };
 const Builtin kBuiltins[] = {
     {"exp", 1}, {"log", 1}, {"sqrt", 1}, {"rsqrt", 1}, {"sin", 1},  {"cos", 1},    {"tanh", 1},
-    {"erf", 1}, {"abs", 1}, {"floor", 1}, {"pow", 2},  {"min", 2},  {"max", 2},    {"select", 3},
+    {"erf", 1}, {"abs", 1}, {"floor", 1}, {"ifloor", 1}, {"pow", 2},  {"min", 2},  {"max", 2},    {"select", 3},
 };
 
 const Builtin* findBuiltin(const std::string& n) {
@@ -854,6 +854,7 @@ private:
     }
     if (e.name == "min" || e.name == "max") e.type = promote(e.args[0]->type, e.args[1]->type);
     else if (e.name == "abs") e.type = e.args[0]->type;
+    else if (e.name == "ifloor") e.type = ScalarType::Int; // float -> int: sampling coordinates
     else e.type = ScalarType::Float;
   }
 

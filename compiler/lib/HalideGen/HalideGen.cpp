@@ -513,7 +513,7 @@ private:
         .Case<arith::OrIOp>([&](auto) { return a(0) || a(1); })
         .Case<arith::XOrIOp>([&](auto) { return a(0) != a(1); })
         .Case<arith::SelectOp>([&](auto) { return H::select(a(0), a(1), a(2)); })
-        .Case<arith::IndexCastOp, arith::SIToFPOp>([&](auto) { return castTo(op->getResult(0).getType(), a(0)); })
+        .Case<arith::IndexCastOp, arith::SIToFPOp, arith::FPToSIOp>([&](auto) { return castTo(op->getResult(0).getType(), a(0)); })
         .Case<arith::CmpIOp>([&](arith::CmpIOp c) -> H::Expr {
           H::Expr x = a(0), y = a(1);
           switch (c.getPredicate()) {

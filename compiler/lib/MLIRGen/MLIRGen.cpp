@@ -323,6 +323,15 @@ private:
     if (n == "erf") return b_.create<math::ErfOp>(l, x);
     if (n == "abs") return b_.create<math::AbsFOp>(l, x);
     if (n == "floor") return b_.create<math::FloorOp>(l, x);
+    if (n == "ifloor") {
+      // floor, clamped to the 32-bit range (the language's ints), then converted.
+      Value f = b_.create<math::FloorOp>(l, x);
+      Value lo = b_.create<arith::ConstantOp>(l, b_.getF32FloatAttr(-2147483648.0f));
+      Value hi = b_.create<arith::ConstantOp>(l, b_.getF32FloatAttr(2147483520.0f)); // largest f32 below 2^31
+      f = b_.create<arith::MinimumFOp>(l, b_.create<arith::MaximumFOp>(l, f, lo), hi);
+      Value i = b_.create<arith::FPToSIOp>(l, b_.getI32Type(), f);
+      return b_.create<arith::IndexCastOp>(l, b_.getIndexType(), i);
+    }
     if (n == "pow") return b_.create<math::PowFOp>(l, x, toFloat(gen(*e.args[1])));
     llvm_unreachable("builtin checked by Sema");
   }
