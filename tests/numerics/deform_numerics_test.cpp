@@ -15,7 +15,7 @@
 
 #include "attnc/dsl/FrontEnd.h"
 #include "attnc/dsl/Interpreter.h"
-#include "numerics/interpreter_kernels.h"
+#include "numerics/numerics_support.h"
 #include "reference/deform_ref.h"
 
 #include <gtest/gtest.h>
@@ -38,47 +38,13 @@ namespace {
 
 // --- inputs ------------------------------------------------------------------------------------
 
-struct In {
-  std::vector<int64_t> shape;
-  std::vector<float> f;
-  std::vector<int32_t> i; // isInt
-  bool isInt = false;
-};
-
-size_t numel(const std::vector<int64_t>& s) {
-  size_t n = 1;
-  for (int64_t d : s) n *= (size_t)d;
-  return n;
-}
-
-In randn(std::vector<int64_t> shape, unsigned seed, float mean = 0.f, float scale = 1.f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(mean, scale);
-  In t;
-  t.shape = std::move(shape);
-  t.f.resize(numel(t.shape));
-  for (float& e : t.f) e = dist(rng);
-  return t;
-}
-
-In uniform(std::vector<int64_t> shape, unsigned seed, float lo, float hi) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  In t;
-  t.shape = std::move(shape);
-  t.f.resize(numel(t.shape));
-  for (float& e : t.f) e = dist(rng);
-  return t;
-}
-
-In ints(std::vector<int64_t> shape, std::vector<int32_t> v) {
-  In t;
-  t.shape = std::move(shape);
-  t.i = std::move(v);
-  t.isInt = true;
-  EXPECT_EQ(t.i.size(), numel(t.shape));
-  return t;
-}
+using attnc_test::check;
+using attnc_test::In;
+using attnc_test::ints;
+using attnc_test::numel;
+using attnc_test::Outcome;
+using attnc_test::randn;
+using attnc_test::uniform;
 
 // The levels: shapes [L, 2] = (H_l, W_l) and start [L] (level start index), S = sum H_l W_l.
 struct Levels {
@@ -110,64 +76,6 @@ struct Levels {
 // enough that every corner is out, and points whose corners straddle the edge.
 const float kSpecialLocs[] = {0.f, 1.f, .5f, -.1f, 1.1f, -.6f, 1.7f, -2.f, 3.f, .25f, .75f, .1f, .9f, -1.f / 64, 1.f + 1.f / 64};
 
-// --- the common check --------------------------------------------------------------------------
-
-struct Outcome {
-  bool ran = false;
-  std::vector<float> aot;
-  std::vector<double> interp;
-  std::vector<double> ref;
-  double tol = 0;
-};
-
-template <typename RefFn>
-Outcome check(const attnc::KernelDesc& desc, const std::string& file, const std::string& kernel, std::vector<In> ins,
-              const std::vector<int64_t>& outShape, RefFn ref, const std::string& label) {
-  Outcome r;
-  const size_t n = numel(outShape);
-
-  r.ref = ref(double{});
-  const std::vector<float> plain = ref(float{});
-  EXPECT_EQ(r.ref.size(), n) << label << ": reference size";
-  const double plainErr = attnc_ref::maxAbsDiff(plain, r.ref);
-  r.tol = attnc_ref::tolerance(plainErr);
-  for (double x : r.ref) EXPECT_TRUE(std::isfinite(x)) << label << ": the fp64 reference is not finite";
-
-  // The AOT kernel, its output pre-filled with a NaN sentinel.
-  r.aot.assign(n, std::numeric_limits<float>::quiet_NaN());
-  std::vector<attnc::TensorView> views;
-  for (In& t : ins)
-    views.push_back(t.isInt ? attnc::TensorView::i32(t.i.data(), t.shape) : attnc::TensorView::f32(t.f.data(), t.shape));
-  attnc::Status st = attnc::call(desc, views, {attnc::TensorView::f32(r.aot.data(), outShape)});
-  EXPECT_TRUE(st.ok()) << label << ": " << st.message();
-  double aotErr = -1;
-  if (st.ok()) {
-    r.ran = true;
-    size_t nonFinite = 0;
-    for (float x : r.aot) nonFinite += !std::isfinite(x);
-    EXPECT_EQ(nonFinite, 0u) << label << ": non-finite (or unwritten) outputs of the AOT kernel";
-    aotErr = attnc_ref::maxAbsDiff(r.aot, r.ref);
-    EXPECT_LE(aotErr, r.tol) << label << ": AOT kernel vs fp64 reference (plain fp32 error " << plainErr << ")";
-  }
-
-  // The fp64 interpreter on the DSL source.
-  std::string err;
-  const attnc::dsl::Kernel* k = attnc_test::interpreterKernel(file, kernel, {}, &err);
-  std::vector<attnc::dsl::RefTensor> rins;
-  for (const In& t : ins) {
-    attnc::dsl::RefTensor rt;
-    rt.shape = t.shape;
-    rt.isInt = t.isInt;
-    if (t.isInt)
-      rt.data.assign(t.i.begin(), t.i.end());
-    else
-      rt.data.assign(t.f.begin(), t.f.end());
-    rins.push_back(std::move(rt));
-  }
-  const double interpErr = attnc_test::checkInterpreter(k, err, rins, outShape, r.ref, r.tol, label, &r.interp);
-  std::printf("[ numerics ] %-60s AOT err %.3g  interp err %.3g  tol %.3g\n", label.c_str(), aotErr, interpErr, r.tol);
-  return r;
-}
 
 // --- ms_deform_attn_core -----------------------------------------------------------------------
 

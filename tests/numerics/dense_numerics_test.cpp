@@ -21,7 +21,7 @@
 
 #include "attnc/dsl/FrontEnd.h"
 #include "attnc/dsl/Interpreter.h"
-#include "numerics/interpreter_kernels.h"
+#include "numerics/numerics_support.h"
 #include "reference/dense_ref.h"
 
 #include <gmock/gmock.h>
@@ -43,138 +43,17 @@ namespace {
 
 // --- inputs ------------------------------------------------------------------------------------
 
-// One kernel input: f32 (f) or i32 (i) data of a contiguous C-order shape.
-struct In {
-  std::vector<int64_t> shape;
-  std::vector<float> f;
-  std::vector<int32_t> i;
-  bool isInt = false;
-
-  size_t numel() const {
-    size_t n = 1;
-    for (int64_t d : shape) n *= (size_t)d;
-    return n;
-  }
-  const float* fp() const { return f.data(); }
-  const int32_t* ip() const { return i.data(); }
-};
-
-size_t numel(const std::vector<int64_t>& shape) {
-  size_t n = 1;
-  for (int64_t d : shape) n *= (size_t)d;
-  return n;
-}
+using attnc_test::check;
+using attnc_test::In;
+using attnc_test::ints;
+using attnc_test::numel;
+using attnc_test::Outcome;
 
 // Normal(0, scale) f32 data.
 In randn(std::vector<int64_t> shape, unsigned seed, float scale = 1.f) {
-  In t;
-  t.shape = std::move(shape);
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.f, scale);
-  t.f.resize(t.numel());
-  for (float& x : t.f) x = dist(rng);
-  return t;
+  return attnc_test::randn(std::move(shape), seed, 0.f, scale);
 }
 
-In ints(std::vector<int64_t> shape, std::vector<int32_t> values) {
-  In t;
-  t.shape = std::move(shape);
-  t.isInt = true;
-  t.i = std::move(values);
-  EXPECT_EQ(t.i.size(), t.numel());
-  return t;
-}
-
-// --- the fp64 DSL interpreter ------------------------------------------------------------------
-
-// The checked kernel `kernel` of dsl/variants/<file>, loaded once per file.
-const attnc::dsl::Kernel* interpreterKernel(const std::string& file, const std::string& kernel, std::string* err) {
-  return attnc_test::interpreterKernel(file, kernel, {}, err);
-}
-
-// --- the common check --------------------------------------------------------------------------
-
-struct Outcome {
-  bool ran = false;           // the AOT kernel ran (the call returned ok)
-  std::vector<float> aot;     // the AOT kernel's output
-  std::vector<double> interp; // the interpreter's output (empty if it failed)
-  std::vector<double> ref;    // the fp64 reference
-};
-
-// Runs inputs through the AOT kernel `desc`, the reference `ref` (a generic callable taking a
-// double or float tag and returning std::vector<T>) in fp64 and fp32, and the interpreter on
-// kernel `kernel` of `file`; checks finiteness and agreement within attnc_ref::tolerance.
-template <typename RefFn>
-Outcome check(const attnc::KernelDesc& desc, const std::string& file, const std::string& kernel, std::vector<In> ins,
-              const std::vector<int64_t>& outShape, RefFn ref, const std::string& label) {
-  Outcome r;
-  const size_t n = numel(outShape);
-
-  // fp64 ground truth and the plain fp32 baseline that sets the tolerance.
-  r.ref = ref(double{});
-  const std::vector<float> plain = ref(float{});
-  EXPECT_EQ(r.ref.size(), n) << label << ": reference size";
-  EXPECT_EQ(plain.size(), n) << label << ": fp32 reference size";
-  const double plainErr = attnc_ref::maxAbsDiff(plain, r.ref);
-  const double tol = attnc_ref::tolerance(plainErr);
-  for (double x : r.ref) EXPECT_TRUE(std::isfinite(x)) << label << ": the fp64 reference is not finite";
-
-  // The AOT kernel, its output pre-filled with a NaN sentinel.
-  r.aot.assign(n, std::numeric_limits<float>::quiet_NaN());
-  std::vector<attnc::TensorView> views;
-  for (In& t : ins)
-    views.push_back(t.isInt ? attnc::TensorView::i32(t.i.data(), t.shape) : attnc::TensorView::f32(t.f.data(), t.shape));
-  attnc::Status st = attnc::call(desc, views, {attnc::TensorView::f32(r.aot.data(), outShape)});
-  EXPECT_TRUE(st.ok()) << label << ": " << st.message();
-  double aotErr = -1;
-  if (st.ok()) {
-    r.ran = true;
-    size_t nonFinite = 0;
-    for (float x : r.aot) nonFinite += !std::isfinite(x);
-    EXPECT_EQ(nonFinite, 0u) << label << ": non-finite (or unwritten) outputs of the AOT kernel";
-    aotErr = attnc_ref::maxAbsDiff(r.aot, r.ref);
-    EXPECT_LE(aotErr, tol) << label << ": AOT kernel vs fp64 reference (plain fp32 error " << plainErr << ")";
-  }
-
-  // The fp64 interpreter on the DSL source.
-  double interpErr = -1;
-  std::string err;
-  const attnc::dsl::Kernel* k = interpreterKernel(file, kernel, &err);
-  EXPECT_NE(k, nullptr) << label << ": " << err;
-  if (k) {
-    std::vector<attnc::dsl::RefTensor> rins, routs;
-    for (const In& t : ins) {
-      attnc::dsl::RefTensor rt;
-      rt.shape = t.shape;
-      rt.isInt = t.isInt;
-      if (t.isInt)
-        rt.data.assign(t.i.begin(), t.i.end());
-      else
-        rt.data.assign(t.f.begin(), t.f.end());
-      rins.push_back(std::move(rt));
-    }
-    const bool ok = attnc::dsl::interpret(*k, rins, &routs, &err);
-    EXPECT_TRUE(ok) << label << ": interpreter: " << err;
-    if (ok) {
-      EXPECT_EQ(routs.size(), 1u) << label << ": interpreter outputs";
-      if (routs.size() == 1) {
-        EXPECT_EQ(routs[0].shape, outShape) << label << ": interpreter output shape";
-        if (routs[0].data.size() == n) {
-          r.interp = routs[0].data;
-          size_t nonFinite = 0;
-          for (double x : r.interp) nonFinite += !std::isfinite(x);
-          EXPECT_EQ(nonFinite, 0u) << label << ": non-finite outputs of the interpreter";
-          interpErr = attnc_ref::maxAbsDiff(r.interp, r.ref);
-          EXPECT_LE(interpErr, tol) << label << ": interpreter vs fp64 reference";
-        } else {
-          ADD_FAILURE() << label << ": interpreter output has " << routs[0].data.size() << " elements, want " << n;
-        }
-      }
-    }
-  }
-  std::printf("[ numerics ] %-58s AOT err %.3g  interp err %.3g  tol %.3g\n", label.c_str(), aotErr, interpErr, tol);
-  return r;
-}
 
 // Expects out[...] == 0 exactly on every element whose flat index satisfies pred (and at least
 // one such element).

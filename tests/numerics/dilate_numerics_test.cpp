@@ -19,7 +19,7 @@
 
 #include "attnc/dsl/FrontEnd.h"
 #include "attnc/dsl/Interpreter.h"
-#include "numerics/interpreter_kernels.h"
+#include "numerics/numerics_support.h"
 #include "reference/dilate_ref.h"
 
 #include <gmock/gmock.h>
@@ -69,27 +69,10 @@ std::string configLabel(const std::string& kernel, const Config& c) {
 
 // --- inputs ------------------------------------------------------------------------------------
 
-struct In {
-  std::vector<int64_t> shape;
-  std::vector<float> f;
-};
-
-size_t numel(const std::vector<int64_t>& s) {
-  size_t n = 1;
-  for (int64_t d : s) n *= (size_t)d;
-  return n;
-}
-
-// N(mean, scale^2) entries of the given shape.
-In randn(std::vector<int64_t> shape, unsigned seed, float mean = 0.f, float scale = 1.f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(mean, scale);
-  In t;
-  t.shape = std::move(shape);
-  t.f.resize(numel(t.shape));
-  for (float& e : t.f) e = dist(rng);
-  return t;
-}
+using attnc_test::In;
+using attnc_test::numel;
+using attnc_test::Outcome;
+using attnc_test::randn;
 
 // --- the fp64 DSL interpreter ------------------------------------------------------------------
 
@@ -105,60 +88,14 @@ const attnc::dsl::Kernel* interpreterKernel(const std::string& kernel, const Con
 
 // --- the common check --------------------------------------------------------------------------
 
-struct Outcome {
-  bool ran = false;
-  std::vector<float> aot;
-  std::vector<double> interp;
-  std::vector<double> ref;
-  double tol = 0;
-};
-
-// Runs `ins` through the AOT kernel, the reference `ref` (a generic callable taking a double or
-// float tag and returning std::vector<T>) in fp64 and fp32, and the interpreter; checks finiteness
-// and agreement within attnc_ref::tolerance.
+// Runs `ins` through configuration c's AOT kernel, the reference in fp64 and fp32, and the
+// interpreter with c's defines (attnc_test::checkKernel).
 template <typename RefFn>
 Outcome check(const std::string& kernel, const Config& c, std::vector<In> ins, const std::vector<int64_t>& outShape,
               RefFn ref, const std::string& label) {
-  Outcome r;
-  const size_t n = numel(outShape);
-
-  r.ref = ref(double{});
-  const std::vector<float> plain = ref(float{});
-  EXPECT_EQ(r.ref.size(), n) << label << ": reference size";
-  const double plainErr = attnc_ref::maxAbsDiff(plain, r.ref);
-  r.tol = attnc_ref::tolerance(plainErr);
-  for (double x : r.ref) EXPECT_TRUE(std::isfinite(x)) << label << ": the fp64 reference is not finite";
-
-  // The AOT kernel, its output pre-filled with a NaN sentinel.
-  r.aot.assign(n, std::numeric_limits<float>::quiet_NaN());
-  std::vector<attnc::TensorView> views;
-  for (In& t : ins) views.push_back(attnc::TensorView::f32(t.f.data(), t.shape));
-  attnc::Status st = attnc::call(c.desc(), views, {attnc::TensorView::f32(r.aot.data(), outShape)});
-  EXPECT_TRUE(st.ok()) << label << ": " << st.message();
-  double aotErr = -1;
-  if (st.ok()) {
-    r.ran = true;
-    size_t nonFinite = 0;
-    for (float x : r.aot) nonFinite += !std::isfinite(x);
-    EXPECT_EQ(nonFinite, 0u) << label << ": non-finite (or unwritten) outputs of the AOT kernel";
-    aotErr = attnc_ref::maxAbsDiff(r.aot, r.ref);
-    EXPECT_LE(aotErr, r.tol) << label << ": AOT kernel vs fp64 reference (plain fp32 error " << plainErr << ")";
-  }
-
-  // The fp64 interpreter on the DSL source, with the same defines.
-  double interpErr = -1;
   std::string err;
   const attnc::dsl::Kernel* k = interpreterKernel(kernel, c, &err);
-  std::vector<attnc::dsl::RefTensor> rins;
-  for (const In& t : ins) {
-    attnc::dsl::RefTensor rt;
-    rt.shape = t.shape;
-    rt.data.assign(t.f.begin(), t.f.end());
-    rins.push_back(std::move(rt));
-  }
-  interpErr = attnc_test::checkInterpreter(k, err, rins, outShape, r.ref, r.tol, label, &r.interp);
-  std::printf("[ numerics ] %-60s AOT err %.3g  interp err %.3g  tol %.3g\n", label.c_str(), aotErr, interpErr, r.tol);
-  return r;
+  return attnc_test::checkKernel(c.desc(), k, err, std::move(ins), outShape, ref, label);
 }
 
 // --- msda --------------------------------------------------------------------------------------

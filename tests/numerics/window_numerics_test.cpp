@@ -18,7 +18,7 @@
 
 #include "attnc/dsl/FrontEnd.h"
 #include "attnc/dsl/Interpreter.h"
-#include "numerics/interpreter_kernels.h"
+#include "numerics/numerics_support.h"
 #include "reference/window_ref.h"
 
 #include <gtest/gtest.h>
@@ -88,59 +88,25 @@ const attnc::dsl::Kernel* interpreterKernel(const Config& c, const std::string& 
 
 // --- the common check --------------------------------------------------------------------------
 
-struct Outcome {
-  bool ran = false;           // the AOT kernel ran (the call returned ok)
-  std::vector<float> aot;     // the AOT kernel's output [B, Y, X, C]
-  std::vector<double> interp; // the interpreter's output (empty if it failed)
-  std::vector<double> ref;    // the fp64 reference
-  double tol = 0;
-};
+using attnc_test::Outcome;
 
+// swda (or swda_natten) of configuration c on q, k, v [B, C, Y, X] against the seed's formula in
+// fp64/fp32 and the interpreter (attnc_test::checkKernel).
 Outcome check(const Config& c, bool exclude, const Shape& s, const std::vector<float>& q, const std::vector<float>& k,
               const std::vector<float>& v, const std::string& what = "") {
-  const std::string label = configLabel(c, exclude) + " " + shapeLabel(s) + what;
-  Outcome r;
-  const size_t n = (size_t)s.B * s.Y * s.X * s.C;
   const std::vector<int64_t> inShape = {s.B, s.C, s.Y, s.X}, outShape = {s.B, s.Y, s.X, s.C};
-
-  r.ref = attnc_ref::swda<double>(q.data(), k.data(), v.data(), s.B, s.C, s.Y, s.X, c.w, c.r, c.hd, exclude);
-  const std::vector<float> plain =
-      attnc_ref::swda<float>(q.data(), k.data(), v.data(), s.B, s.C, s.Y, s.X, c.w, c.r, c.hd, exclude);
-  const double plainErr = attnc_ref::maxAbsDiff(plain, r.ref);
-  r.tol = attnc_ref::tolerance(plainErr);
-  for (double x : r.ref) EXPECT_TRUE(std::isfinite(x)) << label << ": the fp64 reference is not finite";
-
-  // The AOT kernel, its output pre-filled with a NaN sentinel.
-  std::vector<float> qc = q, kc = k, vc = v;
-  r.aot.assign(n, std::numeric_limits<float>::quiet_NaN());
-  attnc::Status st = attnc::call(exclude ? c.natten() : c.swda(),
-                                 {attnc::TensorView::f32(qc.data(), inShape), attnc::TensorView::f32(kc.data(), inShape),
-                                  attnc::TensorView::f32(vc.data(), inShape)},
-                                 {attnc::TensorView::f32(r.aot.data(), outShape)});
-  EXPECT_TRUE(st.ok()) << label << ": " << st.message();
-  double aotErr = -1;
-  if (st.ok()) {
-    r.ran = true;
-    size_t nonFinite = 0;
-    for (float x : r.aot) nonFinite += !std::isfinite(x);
-    EXPECT_EQ(nonFinite, 0u) << label << ": non-finite (or unwritten) outputs of the AOT kernel";
-    aotErr = attnc_ref::maxAbsDiff(r.aot, r.ref);
-    EXPECT_LE(aotErr, r.tol) << label << ": AOT kernel vs fp64 reference (plain fp32 error " << plainErr << ")";
-  }
-
-  // The fp64 interpreter on the DSL source, with the same defines.
-  double interpErr = -1;
+  std::vector<attnc_test::In> ins(3);
+  const std::vector<float>* src[3] = {&q, &k, &v};
+  for (int i = 0; i < 3; ++i) ins[i].shape = inShape, ins[i].f = *src[i];
   std::string err;
   const attnc::dsl::Kernel* kern = interpreterKernel(c, exclude ? "swda_natten" : "swda", &err);
-  std::vector<attnc::dsl::RefTensor> rins(3);
-  const std::vector<float>* src[3] = {&q, &k, &v};
-  for (int i = 0; i < 3; ++i) {
-    rins[i].shape = inShape;
-    rins[i].data.assign(src[i]->begin(), src[i]->end());
-  }
-  interpErr = attnc_test::checkInterpreter(kern, err, rins, outShape, r.ref, r.tol, label, &r.interp);
-  std::printf("[ numerics ] %-52s AOT err %.3g  interp err %.3g  tol %.3g\n", label.c_str(), aotErr, interpErr, r.tol);
-  return r;
+  return attnc_test::checkKernel(
+      exclude ? c.natten() : c.swda(), kern, err, std::move(ins), outShape,
+      [&](auto tag) {
+        using T = decltype(tag);
+        return attnc_ref::swda<T>(q.data(), k.data(), v.data(), s.B, s.C, s.Y, s.X, c.w, c.r, c.hd, exclude);
+      },
+      configLabel(c, exclude) + " " + shapeLabel(s) + what);
 }
 
 // --- 1. random inputs, many shapes -------------------------------------------------------------
