@@ -88,6 +88,15 @@ ExprPtr Expr::clone() const {
   return cloneExpr(*this, m);
 }
 
+std::string Kernel::failure(const Requirement& r) {
+  return "requirement failed: " + (r.message.empty() ? exprToString(*r.cond) : r.message);
+}
+
+std::string Kernel::failureAt(const Requirement& r) {
+  return (r.loc.file ? r.loc.file->path + ":" : std::string()) + std::to_string(r.loc.line) + ":" +
+         std::to_string(r.loc.col) + ": " + failure(r);
+}
+
 static std::string numberToString(double v, bool isInt) {
   std::ostringstream os;
   if (isInt) {

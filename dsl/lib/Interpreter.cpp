@@ -135,9 +135,7 @@ public:
       defName_ = "require";
       Node c = compile(*r.cond);
       requireType(c, ScalarType::Bool, "requirement");
-      if (!evalB(c))
-        fail(std::string(r.loc.file ? r.loc.file->path + ":" : "") + std::to_string(r.loc.line) + ":" + std::to_string(r.loc.col) +
-             ": requirement failed: " + (r.message.empty() ? exprToString(*r.cond) : r.message));
+      if (!evalB(c)) fail(Kernel::failureAt(r));
     }
     for (const auto& def : k_.defs) runDefinition(*def);
     outputs->clear();

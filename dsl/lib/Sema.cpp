@@ -403,7 +403,7 @@ private:
     r.isStatic = true;
     std::optional<double> v = evalStatic(*r.cond);
     if (v && *v == 0)
-      diags_.error(r.loc, "requirement failed: " + (r.message.empty() ? exprToString(*r.cond) : r.message));
+      diags_.error(r.loc, Kernel::failure(r));
   }
 
   // --- definitions ---------------------------------------------------------------------------

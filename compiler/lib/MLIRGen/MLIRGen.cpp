@@ -98,11 +98,7 @@ private:
     }
     for (const auto& r : k.requirements) {
       if (r.isStatic) continue; // Sema checked it
-      std::string msg = r.message.empty() ? exprToString(*r.cond) : r.message;
-      Loc at = r.loc;
-      std::string where = (at.file ? at.file->path : file_.getValue().str()) + ":" + std::to_string(at.line) + ":" +
-                          std::to_string(at.col);
-      b_.create<attn::RequireOp>(loc(r.loc), gen(*r.cond), b_.getStringAttr(where + ": requirement failed: " + msg));
+      b_.create<attn::RequireOp>(loc(r.loc), gen(*r.cond), b_.getStringAttr(Kernel::failureAt(r)));
     }
     for (const auto& def : k.defs) genDefinition(*def);
     SmallVector<Value> results;

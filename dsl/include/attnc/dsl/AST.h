@@ -139,6 +139,10 @@ struct Kernel {
     bool isStatic = false;
   };
   std::vector<Requirement> requirements;
+  // What a failed requirement reports: "requirement failed: <message or condition>".
+  static std::string failure(const Requirement& r);
+  // The same, prefixed with "FILE:LINE:COL: " for checks made when the kernel is called.
+  static std::string failureAt(const Requirement& r);
   std::vector<std::unique_ptr<Definition>> defs;
   std::vector<std::unique_ptr<TensorDecl>> locals; // tensors of non-output definitions (Sema)
   // Size symbols in order of first appearance in the inputs, with where they are bound.
