@@ -1,5 +1,6 @@
 // attn-opt: runs MLIR passes over attn-dialect IR, for lit tests of the dialect and its passes.
 #include "attnc/Dialect/AttnOps.h"
+#include "attnc/Transforms/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -11,5 +12,6 @@ int main(int argc, char** argv) {
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();
+  attnc::registerAttnPasses();
   return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, "attn optimizer driver\n", registry));
 }

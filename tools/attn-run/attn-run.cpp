@@ -2,11 +2,13 @@
 // (--reference) evaluates it with the fp64 reference interpreter instead.
 #include "attnc/Driver.h"
 #include "attnc/Schedule.h"
+#include "attnc/Transforms/Passes.h"
 #include "attnc/dsl/Interpreter.h"
 #include "attnc/npy.h"
 #include "attnc/runtime.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <iostream>
@@ -24,6 +26,7 @@ const char* kUsage =
     "  --kernel=NAME  kernel to run when the file has several\n"
     "  -D NAME=VALUE  override a kernel constant\n"
     "  -I DIR         also search DIR for imported .attn files\n"
+    "  --sample-order=O  auto (default: by cost at the inputs' sizes), sample-first or project-first\n"
     "  --reference    evaluate with the fp64 reference interpreter instead of Halide (outputs are\n"
     "                 written as float32/int32 like the compiled ones; --target and --schedule are\n"
     "                 ignored)\n"
@@ -196,6 +199,7 @@ int main(int argc, char** argv) {
   attnc::dsl::FrontEndOptions feOpts;
   attnc::dsl::SemaOptions& sema = feOpts.sema;
   bool reference = false;
+  attnc::PipelineOptions passOpts;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return ++i < argc ? argv[i] : ""; };
@@ -217,6 +221,9 @@ int main(int argc, char** argv) {
       schedule = a.substr(11);
     } else if (a.rfind("--kernel=", 0) == 0) {
       kernelName = a.substr(9);
+    } else if (a.rfind("--sample-order=", 0) == 0) {
+      if (!attnc::parseSampleOrder(a.substr(15), &passOpts.sampleOrder))
+        return fail("unknown --sample-order '" + a.substr(15) + "' (expected auto, sample-first or project-first)");
     } else if (a == "--reference") {
       reference = true;
     } else if (a.rfind("-I", 0) == 0) {
@@ -250,6 +257,23 @@ int main(int argc, char** argv) {
   if (!attnc::parseTarget(targetStr, &target, &err)) return fail(err);
   if (target.has_gpu_feature()) return fail("attn-run runs CPU targets only; '" + targetStr + "' needs a GPU runtime");
 
+  // The inputs are read before the passes: their shapes are the sizes the cost model uses.
+  std::map<std::string, std::string> inPaths, outPaths;
+  std::vector<std::string> inNames, outNames;
+  for (unsigned i = 0; i < kernel.getArgumentTypes().size(); ++i) inNames.push_back(kernel.getInputName(i).str());
+  for (unsigned i = 0; i < kernel.getResultTypes().size(); ++i) outNames.push_back(kernel.getOutputName(i).str());
+  std::string ioErr = matchPaths(kernel.getSymName().str(), inNames, outNames, ins, outs, &inPaths, &outPaths);
+  if (!ioErr.empty()) return fail(ioErr);
+  std::vector<attnc::NpyArray> arrays(inNames.size());
+  for (size_t i = 0; i < inNames.size(); ++i) {
+    attnc::Status st = attnc::read_npy(inPaths[inNames[i]], &arrays[i]);
+    if (!st.ok()) return fail(st.message());
+    auto dims = kernel.getInputDims(i);
+    for (size_t d = 0; d < dims.size() && d < arrays[i].shape.size(); ++d)
+      if (!dims[d].empty() && !std::isdigit((unsigned char)dims[d][0])) passOpts.estimates.emplace(dims[d].str(), arrays[i].shape[d]);
+  }
+  if (!attnc::runPasses(*module, passOpts, std::cerr)) return 1;
+
   try {
     attnc::LoweredKernel lk = attnc::lowerToHalide(kernel);
     // A runtime descriptor of the kernel gives attn-run the same shape checks as AOT calls.
@@ -270,18 +294,8 @@ int main(int argc, char** argv) {
     attnc::KernelDesc desc{lk.name.c_str(), targetStr.c_str(), (int)inDesc.size(), inDesc.data(),
                            (int)outDesc.size(), outDesc.data(), nullptr};
 
-    std::map<std::string, std::string> inPaths, outPaths;
-    std::vector<std::string> inNames;
-    for (auto& kp : lk.inputs) inNames.push_back(kp.name);
-    std::string ioErr = matchPaths(lk.name, inNames, lk.outputNames, ins, outs, &inPaths, &outPaths);
-    if (!ioErr.empty()) return fail(ioErr);
-    std::vector<attnc::NpyArray> arrays(lk.inputs.size());
     std::vector<attnc::TensorView> views;
-    for (size_t i = 0; i < lk.inputs.size(); ++i) {
-      attnc::Status st = attnc::read_npy(inPaths[lk.inputs[i].name], &arrays[i]);
-      if (!st.ok()) return fail(st.message());
-      views.push_back(arrays[i].view());
-    }
+    for (size_t i = 0; i < lk.inputs.size(); ++i) views.push_back(arrays[i].view());
     attnc::SizeMap sizes;
     attnc::Status st = attnc::bind_sizes(desc, views, &sizes);
     std::vector<std::vector<int64_t>> shapes;

@@ -1,6 +1,7 @@
 // attnc: compiles a .attn kernel and prints or writes any stage (ast, mlir, halide, stmt, llvm, asm, obj, lib).
 #include "attnc/Driver.h"
 #include "attnc/Schedule.h"
+#include "attnc/Transforms/Passes.h"
 
 #include "mlir/IR/AsmState.h"
 #include "llvm/Support/raw_ostream.h"
@@ -24,7 +25,10 @@ const char* kUsage =
     "  --function-name=F C symbol of the compiled kernel (default: the kernel name)\n"
     "  -D NAME=VALUE     override a kernel constant\n"
     "  -I DIR            also search DIR for 'import name' (before the standard library)\n"
-    "  --depfile=PATH    write a Make-style dependency file (the input and every imported file)\n";
+    "  --depfile=PATH    write a Make-style dependency file (the input and every imported file)\n"
+    "  --sizes=N=V,...   typical sizes (e.g. --sizes=B=1,Q=300) for the cost-model passes; repeatable\n"
+    "  --sample-order=O  auto (default: by cost from --sizes), sample-first or project-first\n"
+    "  --no-opt          skip the dialect passes (--emit=mlir then shows MLIRGen's output)\n";
 
 int fail(const std::string& msg) {
   std::cerr << "error: " << msg << "\n";
@@ -74,6 +78,8 @@ int main(int argc, char** argv) {
   attnc::dsl::FrontEndOptions feOpts;
   attnc::dsl::SemaOptions& sema = feOpts.sema;
   std::string depfile;
+  attnc::PipelineOptions passOpts;
+  bool runPasses = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const std::string& flag) -> std::string {
@@ -96,6 +102,14 @@ int main(int argc, char** argv) {
       bool ok = !fnName.empty() && !std::isdigit((unsigned char)fnName[0]);
       for (char c : fnName) ok &= std::isalnum((unsigned char)c) || c == '_';
       if (!ok) return fail("--function-name must be a C identifier, got '" + fnName + "'");
+    } else if (a.rfind("--sizes=", 0) == 0) {
+      std::string err;
+      if (!attnc::parseSizes(value("--sizes"), &passOpts.estimates, &err)) return fail(err);
+    } else if (a.rfind("--sample-order=", 0) == 0) {
+      if (!attnc::parseSampleOrder(value("--sample-order"), &passOpts.sampleOrder))
+        return fail("unknown --sample-order '" + value("--sample-order") + "' (expected auto, sample-first or project-first)");
+    } else if (a == "--no-opt") {
+      runPasses = false;
     } else if (a == "-o") {
       if (++i >= argc) return fail("-o needs a path");
       outPath = argv[i];
@@ -170,6 +184,7 @@ int main(int argc, char** argv) {
   mlir::MLIRContext ctx;
   auto module = attnc::generateMLIR(ctx, fe, std::cerr);
   if (!module) return 1;
+  if (runPasses && !attnc::runPasses(*module, passOpts, std::cerr)) return 1;
   if (emit == "mlir") {
     std::string s;
     llvm::raw_string_ostream os(s);

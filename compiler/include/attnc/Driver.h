@@ -2,6 +2,7 @@
 #pragma once
 
 #include "attnc/HalideGen.h"
+#include "attnc/Transforms/Passes.h"
 #include "attnc/dsl/AST.h"
 #include "attnc/dsl/FrontEnd.h"
 #include "attnc/dsl/Sema.h"
@@ -10,6 +11,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 
+#include <map>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -29,6 +31,12 @@ bool runFrontEnd(const std::string& path, const dsl::SemaOptions& opts, std::ost
 
 // MLIRGen with diagnostics routed to `err`; null on failure.
 mlir::OwningOpRef<mlir::ModuleOp> generateMLIR(mlir::MLIRContext& ctx, const FrontEnd& fe, std::ostream& err);
+
+// Runs attnc's dialect passes (attnc::runPassPipeline) with diagnostics routed to `err`.
+bool runPasses(mlir::ModuleOp module, const PipelineOptions& opts, std::ostream& err);
+
+// Parses "NAME=VALUE,NAME=VALUE" (positive integers) into `out`; false with a message otherwise.
+bool parseSizes(const std::string& s, std::map<std::string, int64_t>* out, std::string* err);
 
 // Picks kernel `name` (or the only one) from the module; prints an error and returns null otherwise.
 attn::KernelOp selectKernel(mlir::ModuleOp m, const std::string& name, std::ostream& err);

@@ -6,6 +6,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -37,6 +38,41 @@ mlir::OwningOpRef<mlir::ModuleOp> generateMLIR(mlir::MLIRContext& ctx, const Fro
     return mlir::success();
   });
   return mlirGen(ctx, *fe.module, fe.file->path);
+}
+
+bool runPasses(mlir::ModuleOp module, const PipelineOptions& opts, std::ostream& err) {
+  mlir::ScopedDiagnosticHandler handler(module.getContext(), [&](mlir::Diagnostic& d) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    os << d.getLocation() << ": error: " << d;
+    err << s << "\n";
+    return mlir::success();
+  });
+  return mlir::succeeded(runPassPipeline(module, opts));
+}
+
+bool parseSizes(const std::string& s, std::map<std::string, int64_t>* out, std::string* err) {
+  std::stringstream in(s);
+  std::string item;
+  bool any = false;
+  while (std::getline(in, item, ',')) {
+    size_t eq = item.find('=');
+    std::string name = item.substr(0, eq == std::string::npos ? 0 : eq);
+    std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    bool ok = !name.empty() && !value.empty() && value.size() <= 12;
+    for (char c : value) ok &= std::isdigit((unsigned char)c) != 0;
+    if (!ok || std::stoll(value) <= 0) {
+      *err = "--sizes expects NAME=VALUE,... with positive integer values, got '" + item + "'";
+      return false;
+    }
+    (*out)[name] = std::stoll(value);
+    any = true;
+  }
+  if (!any) {
+    *err = "--sizes expects NAME=VALUE,... (e.g. --sizes=B=1,Q=300)";
+    return false;
+  }
+  return true;
 }
 
 attn::KernelOp selectKernel(mlir::ModuleOp m, const std::string& name, std::ostream& err) {

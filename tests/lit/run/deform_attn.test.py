@@ -48,6 +48,6 @@ for b in range(B):
                 head += a[k] * (g["w_v"][m] @ xs)
             want[b, q] += g["w_o"][:, m, :] @ head
         want[b, q] += g["b_o"]
-for name in ("jit", "interp"):
+for name in ("jit", "interp", "jit_sample_first", "jit_project_first"):
     err = np.abs(np.load(f"{d}/{name}.npy").astype(np.float64) - want).max()
     print(name, "max error", err, "ok" if err < 1e-5 else "TOO LARGE")

@@ -55,6 +55,6 @@ for b in range(B):
                     gg = 2 * loc[b, q, m, l, p] - 1
                     a[b, q, m] += aw[b, q, m, l, p] * grid_sample(level[:, :, m, :].transpose(2, 0, 1), gg[0], gg[1])
 want = a.reshape(B, Q, C) @ g["w_o"].reshape(C, C).T + g["b_o"]
-for name in ("jit", "interp"):
+for name in ("jit", "interp", "jit_sample_first", "jit_project_first"):
     err = np.abs(np.load(f"{d}/{name}.npy").astype(np.float64) - want).max()
     print(name, "max error", err, "ok" if err < 1e-5 else "TOO LARGE")

@@ -1,0 +1,48 @@
+// Passes over the attn dialect and the pipeline attnc runs between MLIRGen and HalideGen.
+#pragma once
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace attnc {
+
+// Where a projection read by bilinear sampling is applied (seed 000's two orders).
+enum class SampleOrder {
+  Auto,         // by cost, from the kernel's size estimates; as written when they are missing
+  SampleFirst,  // sample the projection's input, then project every sampled point
+  ProjectFirst, // keep the projection over the whole map, then sample it (no rewrite)
+};
+
+// "auto", "sample-first", "project-first"; false for anything else.
+bool parseSampleOrder(const std::string& s, SampleOrder* out);
+
+// attn-sample-order: for a definition v = sum_c x(..., c) * w(..., c) [+ bias] that is read only
+// through expressions linear in it (bilinear sampling and weighted sums), chooses between
+// computing v everywhere and sampling it (project-then-sample, cost prod(v's extents) * C) and
+// sampling x and projecting each sampled point (sample-then-project, cost prod(the reading
+// site's iteration space) * C), as seed 000 does: N_k * C^2 against N_q * K * C^2. The sizes come
+// from the kernel's `attn.estimates` attribute. Every consumer records the decision and both
+// costs in an `attn.sample_order` attribute, so `--emit=mlir` shows it.
+std::unique_ptr<mlir::Pass> createSampleOrderPass(SampleOrder order = SampleOrder::Auto);
+
+// Registers the attn passes with MLIR's pass registry (for attn-opt).
+void registerAttnPasses();
+
+// The name of the kernel attribute holding size estimates (a dictionary of i64 by size name).
+inline constexpr const char* kEstimatesAttr = "attn.estimates";
+
+struct PipelineOptions {
+  SampleOrder sampleOrder = SampleOrder::Auto;
+  std::map<std::string, int64_t> estimates; // size name -> typical value; merged into every kernel
+};
+
+// Sets size estimates on every kernel of `module` and runs attnc's default pass pipeline.
+// Diagnostics go through the context's handler; returns failure if a pass failed.
+mlir::LogicalResult runPassPipeline(mlir::ModuleOp module, const PipelineOptions& opts);
+
+} // namespace attnc
