@@ -5,7 +5,9 @@
 #                     [KERNEL <kernel>]               # when the file holds several kernels
 #                     [FUNCTION_NAME <c-name>]        # C symbol and descriptor name (default: kernel name)
 #                     [SCHEDULE auto|none|<rule>]     # default: auto
-#                     [DEFINES NAME=VALUE ...])
+#                     [DEFINES NAME=VALUE ...]
+#                     [SIZES NAME=VALUE ...]          # typical sizes for the cost-model passes
+#                     [SAMPLE_ORDER auto|sample-first|project-first])
 #
 # Produces an INTERFACE target <name> that links <name>.a (kernel + Halide runtime) and the
 # attnc runtime, and puts <name>.h (Halide's C API) and <name>.attnc.h (the runtime descriptor,
@@ -13,7 +15,7 @@
 find_package(Threads REQUIRED)
 
 function(attnc_add_library name)
-  cmake_parse_arguments(ARG "" "SOURCE;KERNEL;FUNCTION_NAME;SCHEDULE" "TARGETS;DEFINES" ${ARGN})
+  cmake_parse_arguments(ARG "" "SOURCE;KERNEL;FUNCTION_NAME;SCHEDULE;SAMPLE_ORDER" "TARGETS;DEFINES;SIZES" ${ARGN})
   if(NOT ARG_SOURCE)
     message(FATAL_ERROR "attnc_add_library(${name}): SOURCE is required")
   endif()
@@ -40,6 +42,13 @@ function(attnc_add_library name)
   foreach(d IN LISTS ARG_DEFINES)
     list(APPEND flags -D ${d})
   endforeach()
+  if(ARG_SIZES)
+    list(JOIN ARG_SIZES "," sizes)
+    list(APPEND flags --sizes=${sizes})
+  endif()
+  if(ARG_SAMPLE_ORDER)
+    list(APPEND flags --sample-order=${ARG_SAMPLE_ORDER})
+  endif()
   add_custom_command(
     OUTPUT "${prefix}.a" "${prefix}.h" "${prefix}.attnc.h"
     COMMAND ${CMAKE_COMMAND} -E make_directory "${dir}"

@@ -1,6 +1,7 @@
 // Numerics of the AOT-compiled deformable attention variants (dsl/variants/ms_deform_attn_core.attn:
-// `ms_deform_attn_core`, Deformable DETR's core op, and dsl/variants/ms_deform_attn.attn:
-// `ms_deform_attn`, the whole MSDeformAttn module) against the hand-written fp64 reference
+// `ms_deform_attn_core`, Deformable DETR's core op, dsl/variants/ms_deform_attn.attn:
+// `ms_deform_attn`, the whole MSDeformAttn module, and dsl/variants/deform_attn.attn:
+// `deform_attn`, single-scale deformable attention v1) against the hand-written fp64 reference
 // (reference/deform_ref.h, grid_sample's bilinear / zero-padding / align_corners=False arithmetic)
 // and the fp64 DSL interpreter.
 //
@@ -10,7 +11,11 @@
 // tolerance and be finite. The sampling locations cover points exactly on the borders (loc = 0
 // and 1), outside the map, at negative coordinates, 1x1 levels and several levels of different
 // sizes.
+#include "deform_deform_attn.attnc.h"
+#include "deform_deform_attn_project_first.attnc.h"
+#include "deform_deform_attn_sample_first.attnc.h"
 #include "deform_ms_deform_attn.attnc.h"
+#include "deform_ms_deform_attn_sample_first.attnc.h"
 #include "deform_ms_deform_attn_core.attnc.h"
 
 #include "attnc/dsl/FrontEnd.h"
@@ -20,10 +25,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <ostream>
 #include <random>
 #include <sstream>
 #include <string>
@@ -194,21 +201,22 @@ std::vector<In> modInputs(const ModShape& s, unsigned seed, float refLo, float r
           randn({s.B, S, C}, seed + 3),
           ints({L, 2}, s.lv.hw),
           ints({L}, s.lv.start()),
-          randn({M, D, C}, seed + 4, 0.f, ws),        // w_v
+          randn({M, D, C}, seed + 4, 0.f, ws),     // w_v
           randn({M, D}, seed + 5, 0.f, .1f),          // b_v
           randn({M, L, P, 2, C}, seed + 6, 0.f, ws),  // w_off
           randn({M, L, P, 2}, seed + 7, 0.f, offScale), // b_off
           randn({M, L, P, C}, seed + 8, 0.f, ws),     // w_aw
           randn({M, L, P}, seed + 9, 0.f, .1f),       // b_aw
-          randn({C, M, D}, seed + 10, 0.f, os),       // w_o
-          randn({C}, seed + 11, 0.f, .1f)};           // b_o
+          randn({C, M, D}, seed + 10, 0.f, os),    // w_o
+          randn({C}, seed + 11, 0.f, .1f)};        // b_o
 }
 
-Outcome checkMod(const ModShape& s, const std::vector<In>& in, const std::string& what) {
+Outcome checkMod(const ModShape& s, const std::vector<In>& in, const std::string& what,
+                 const attnc::KernelDesc& desc = attnc_kernels::deform_ms_deform_attn()) {
   std::ostringstream os;
-  os << "ms_deform_attn B=" << s.B << " Q=" << s.Q << " C=" << s.C << " M=" << s.M << " D=" << s.D << " P=" << s.P
+  os << desc.name << " B=" << s.B << " Q=" << s.Q << " C=" << s.C << " M=" << s.M << " D=" << s.D << " P=" << s.P
      << " levels " << s.lv.label() << what;
-  return check(attnc_kernels::deform_ms_deform_attn(), "ms_deform_attn.attn", "ms_deform_attn", in, {s.B, s.Q, s.C},
+  return check(desc, "ms_deform_attn.attn", "ms_deform_attn", in, {s.B, s.Q, s.C},
                [&](auto tag) {
                  using T = decltype(tag);
                  return attnc_ref::msDeformAttn<T>(in[0].f.data(), in[1].f.data(), in[2].f.data(), in[3].i.data(),
@@ -249,6 +257,230 @@ TEST(DeformNumerics, ModuleBorderReferencePoints) {
     checkMod(s, in, " ref on borders, zero offsets");
     for (float& e : in[9].f) e *= 6.f; // logits ~ O(6)
     checkMod(s, in, " ref on borders, zero offsets, logits x6");
+  }
+}
+
+// The value projection applied to the sampled points instead of the whole map (attn-sample-order
+// forced to sample-first): its bias must be weighted by the bilinear weights of the corners that
+// are inside the level, so points on borders and outside are the cases that tell.
+TEST(DeformNumerics, ModuleSampleFirst) {
+  unsigned seed = 500;
+  const int nSpecial = sizeof(kSpecialLocs) / sizeof(kSpecialLocs[0]);
+  for (const ModShape& s : kModShapes) {
+    const attnc::KernelDesc& sf = attnc_kernels::deform_ms_deform_attn_sample_first();
+    checkMod(s, modInputs(s, seed += 20, -.2f, 1.2f, 4.f), " ref~U(-.2,1.2) off~4px", sf);
+    std::vector<In> in = modInputs(s, seed += 20, 0.f, 1.f, 0.f);
+    std::mt19937 rng(seed);
+    for (float& e : in[1].f) e = kSpecialLocs[rng() % nSpecial];
+    for (float& e : in[7].f) e = 0.f;
+    for (float& e : in[8].f) e = 0.f;
+    checkMod(s, in, " ref on borders, zero offsets", sf);
+  }
+}
+
+// --- deform_attn -------------------------------------------------------------------------------
+
+struct DaShape {
+  int B, Y, X, C, Q, M, K, D;
+};
+
+std::string daLabel(const attnc::KernelDesc& desc, const DaShape& s) {
+  std::ostringstream os;
+  os << desc.name << " B=" << s.B << " map " << s.Y << "x" << s.X << " C=" << s.C << " Q=" << s.Q << " M=" << s.M
+     << " K=" << s.K << " D=" << s.D;
+  return os.str();
+}
+
+// The 10 deform_attn inputs in the kernel's order (x, z, p, w_off, b_off, w_a, b_a, w_v, w_o, b_o):
+// x, z ~ N(0, 1), p ~ U(-1, Y) x U(-1, X) pixels, weights ~ N(0, 1/fan_in), biases ~ N(0, .1^2)
+// except the offsets: about offScale pixels, but at most half the map's extent along each axis, or
+// most samples of a 1-pixel-wide map would fall outside it and read nothing.
+std::vector<In> daInputs(const DaShape& s, unsigned seed, float offScale) {
+  const int C = s.C, M = s.M, K = s.K, D = s.D;
+  const float ws = 1.f / std::sqrt((float)C), os = 1.f / std::sqrt((float)(M * D));
+  const float axisScale[2] = {std::min(offScale, s.Y / 2.f), std::min(offScale, s.X / 2.f)};
+  In p = uniform({s.B, s.Q, 2}, seed + 3, 0.f, 1.f);
+  for (size_t i = 0; i < p.f.size(); ++i) p.f[i] = -1.f + p.f[i] * (float)((i % 2 ? s.X : s.Y) + 1);
+  In w_off = randn({M, K, 2, C}, seed + 4, 0.f, 1.f / C), b_off = randn({M, K, 2}, seed + 5);
+  for (size_t i = 0; i < w_off.f.size(); ++i) w_off.f[i] *= axisScale[(i / C) % 2];
+  for (size_t i = 0; i < b_off.f.size(); ++i) b_off.f[i] *= axisScale[i % 2];
+  return {randn({s.B, s.Y, s.X, C}, seed + 1),
+          randn({s.B, s.Q, C}, seed + 2),
+          std::move(p),
+          std::move(w_off),
+          std::move(b_off),
+          randn({M, K, C}, seed + 6, 0.f, ws),     // w_a
+          randn({M, K}, seed + 7, 0.f, .1f),       // b_a
+          randn({M, D, C}, seed + 8, 0.f, ws),     // w_v
+          randn({C, M, D}, seed + 9, 0.f, os),     // w_o
+          randn({C}, seed + 10, 0.f, .1f)};        // b_o
+}
+
+// Also requires the map to contribute to the output (o != b_o somewhere): inputs whose samples all
+// fall outside the map would leave sampling and the value / output projections untested.
+Outcome checkDa(const attnc::KernelDesc& desc, const DaShape& s, const std::vector<In>& in, const std::string& what) {
+  Outcome r = check(desc, "deform_attn.attn", "deform_attn", in, {s.B, s.Q, s.C},
+               [&](auto tag) {
+                 using T = decltype(tag);
+                 return attnc_ref::deformAttn<T>(in[0].f.data(), in[1].f.data(), in[2].f.data(), in[3].f.data(),
+                                                 in[4].f.data(), in[5].f.data(), in[6].f.data(), in[7].f.data(),
+                                                 in[8].f.data(), in[9].f.data(), s.B, s.Y, s.X, s.C, s.Q, s.M, s.K,
+                                                 s.D);
+               },
+               daLabel(desc, s) + what);
+  double fromMap = 0;
+  for (size_t i = 0; i < r.ref.size(); ++i) fromMap = std::max(fromMap, std::abs(r.ref[i] - in[9].f[i % s.C]));
+  EXPECT_GT(fromMap, 1e-3) << daLabel(desc, s) << what << ": no sample reads the map";
+  return r;
+}
+
+const DaShape kDaShapes[] = {
+    {2, 5, 7, 6, 4, 2, 3, 3}, // odd sizes, two batches
+    {1, 1, 1, 3, 1, 3, 1, 2}, // one query, a 1x1 map, one key (the softmax is exactly 1)
+    {2, 4, 1, 5, 3, 1, 4, 5}, // a single-column map, D = C
+    {1, 3, 8, 4, 5, 4, 2, 1}, // D = 1
+};
+
+// Pixel coordinates along a dimension of extent n: the first and last pixel centres (0, n - 1),
+// exactly one pixel outside (-1, n: every corner with weight is out), straddling the edge by
+// half and quarter pixels, the centre, and far outside on both sides. All are multiples of 1/4
+// small enough that p + b_off is exact in fp32, so the fp32 kernel samples the intended point.
+std::vector<float> specialPixels(int n) {
+  const float e = (float)(n - 1);
+  return {0.f, e, -1.f, e + 1.f, -.5f, e + .5f, -.25f, e + .75f, e / 2, .75f, e - .25f, -3.5f, e + 2.25f};
+}
+
+// Offsets in pixels; zero is repeated so that many samples land on the special points themselves.
+const float kSpecialOffsets[] = {0.f, 0.f, 0.f, 1.f, -1.f, .5f, -.5f, .25f, -2.f};
+
+// How the samples p + b_off of a deform_attn input set fall against a Y x X map, to check that
+// the border inputs do hit the cases they are meant to.
+struct SampleCases {
+  int onEdge = 0;   // on the first or last row or column, inside the map
+  int straddle = 0; // some corners in the map and some out, with a non-zero weight on both sides
+  int outside = 0;  // every corner with a non-zero weight outside the map
+  int negative = 0; // a negative coordinate
+};
+
+SampleCases classify(const DaShape& s, const std::vector<In>& in) {
+  SampleCases r;
+  const auto inside = [](double v, int n) { return v >= 0 && v <= n - 1; };
+  const auto straddles = [](double v, int n) { return (v > -1 && v < 0) || (v > n - 1 && v < n); };
+  const auto out = [](double v, int n) { return v <= -1 || v >= n; };
+  for (int b = 0; b < s.B; ++b)
+    for (int q = 0; q < s.Q; ++q)
+      for (int mk = 0; mk < s.M * s.K; ++mk) {
+        const double y = (double)in[2].f[((size_t)b * s.Q + q) * 2] + in[4].f[2 * mk];
+        const double x = (double)in[2].f[((size_t)b * s.Q + q) * 2 + 1] + in[4].f[2 * mk + 1];
+        r.onEdge += inside(y, s.Y) && inside(x, s.X) && (y == 0 || y == s.Y - 1 || x == 0 || x == s.X - 1);
+        r.straddle += (straddles(y, s.Y) && !out(x, s.X)) || (straddles(x, s.X) && !out(y, s.Y));
+        r.outside += out(y, s.Y) || out(x, s.X);
+        r.negative += y < 0 || x < 0;
+      }
+  return r;
+}
+
+// Random inputs: offsets of ~1.5 and ~4 pixels from reference points spread one pixel beyond the
+// map, so samples fall inside, straddle the edges and leave the map.
+void deformAttnRandomInputs(const attnc::KernelDesc& desc) {
+  unsigned seed = 500;
+  for (const DaShape& s : kDaShapes) {
+    checkDa(desc, s, daInputs(s, seed += 20, 1.5f), " off~1.5px");
+    checkDa(desc, s, daInputs(s, seed += 20, 4.f), " off~4px");
+  }
+}
+
+// w_off = 0, so every sample is exactly p + b_off: reference points and offsets from the special
+// values above; the first queries of each batch sit on the map's corners, and the first offsets
+// move them by zero (on the corner), half a pixel across the edge and two pixels out.
+// Then the same with logits x6 (a near one-hot softmax, so single border samples dominate).
+void deformAttnBorderSamples(const attnc::KernelDesc& desc) {
+  unsigned seed = 600;
+  const int nOff = sizeof(kSpecialOffsets) / sizeof(kSpecialOffsets[0]);
+  for (const DaShape& s : kDaShapes) {
+    std::vector<In> in = daInputs(s, seed += 20, 0.f);
+    std::mt19937 rng(seed);
+    const std::vector<float> py = specialPixels(s.Y), px = specialPixels(s.X);
+    for (size_t i = 0; i < in[2].f.size(); i += 2) {
+      in[2].f[i] = py[rng() % py.size()];
+      in[2].f[i + 1] = px[rng() % px.size()];
+    }
+    const float corners[][2] = {{0, 0}, {(float)s.Y - 1, (float)s.X - 1}, {0, (float)s.X - 1}, {(float)s.Y - 1, 0}};
+    for (int b = 0; b < s.B; ++b)
+      for (int q = 0; q < std::min(s.Q, 4); ++q) {
+        in[2].f[((size_t)b * s.Q + q) * 2] = corners[(q + b) % 4][0];
+        in[2].f[((size_t)b * s.Q + q) * 2 + 1] = corners[(q + b) % 4][1];
+      }
+    for (float& e : in[3].f) e = 0.f;
+    for (float& e : in[4].f) e = kSpecialOffsets[rng() % nOff];
+    const float firstOffsets[][2] = {{0, 0}, {-.5f, .5f}, {-2, 0}};
+    for (int mk = 0; mk < std::min(s.M * s.K, 3); ++mk) {
+      in[4].f[2 * mk] = firstOffsets[mk][0];
+      in[4].f[2 * mk + 1] = firstOffsets[mk][1];
+    }
+
+    const SampleCases c = classify(s, in);
+    EXPECT_GT(c.onEdge, 0) << daLabel(desc, s) << ": no sample on the map's edge";
+    EXPECT_GT(c.straddle, 0) << daLabel(desc, s) << ": no sample straddling the edge";
+    EXPECT_GT(c.outside, 0) << daLabel(desc, s) << ": no sample outside the map";
+    EXPECT_GT(c.negative, 0) << daLabel(desc, s) << ": no sample at a negative coordinate";
+
+    checkDa(desc, s, in, " border samples, w_off=0");
+    for (float& e : in[5].f) e *= 6.f;
+    checkDa(desc, s, in, " border samples, w_off=0, logits x6");
+  }
+}
+
+// Every build of deform_attn.attn's kernel (the same source compiled with different attnc flags,
+// e.g. the sampling order) must pass the same checks: add a build here and in tests/CMakeLists.txt.
+struct DeformAttnBuild {
+  const char* name;
+  const attnc::KernelDesc& (*desc)();
+};
+
+// gtest names a failing build by this instead of the struct's bytes.
+void PrintTo(const DeformAttnBuild& b, std::ostream* os) { *os << b.name; }
+
+const DeformAttnBuild kDeformAttnBuilds[] = {
+    {"default", &attnc_kernels::deform_deform_attn},
+    {"sample_first", &attnc_kernels::deform_deform_attn_sample_first},
+    {"project_first", &attnc_kernels::deform_deform_attn_project_first},
+};
+
+class DeformAttnNumerics : public ::testing::TestWithParam<DeformAttnBuild> {};
+
+TEST_P(DeformAttnNumerics, RandomInputs) { deformAttnRandomInputs(GetParam().desc()); }
+
+TEST_P(DeformAttnNumerics, BorderSamples) { deformAttnBorderSamples(GetParam().desc()); }
+
+INSTANTIATE_TEST_SUITE_P(Builds, DeformAttnNumerics, ::testing::ValuesIn(kDeformAttnBuilds),
+                         [](const ::testing::TestParamInfo<DeformAttnBuild>& i) { return std::string(i.param.name); });
+
+// Hand-computed values on a 2 x 3 map, so that the reference itself is pinned to pixel
+// coordinates (centres on the integers, no half-pixel shift), (y, x) order and zero padding.
+TEST(DeformNumerics, DeformAttnReferenceHandValues) {
+  // x [1, 2, 3, 1] = 1 2 3 / 4 5 6; one head, D = C = 1, K = 2; w_v = 2, w_o = .5, b_o = .25 make
+  // o = .25 + sum_k A_k x(p + b_off[k]); w_off = w_a = 0, so the offsets are b_off.
+  const float x[] = {1, 2, 3, 4, 5, 6}, z[] = {1}, w_off[] = {0, 0, 0, 0}, w_a[] = {0, 0};
+  const float w_v[] = {2}, w_o[] = {.5f}, b_o[] = {.25f};
+  struct Case {
+    float py, px, oy0, ox0, oy1, ox1, ba0; // p, b_off[0, k], b_a[0, 0] (b_a[0, 1] = 0)
+    double expect, tol;
+  };
+  const Case cases[] = {
+      {0, 0, 0, 0, 1, 2, 0, .25 + (1 + 6) / 2., 1e-12},           // two pixel centres, opposite corners
+      {.5f, .5f, 0, 0, 0, 0, 0, .25 + 3, 1e-12},                   // between 1 2 / 4 5
+      {-.5f, 1, 0, 0, 2, .5f, 0, .25 + (1 + 2.75) / 2, 1e-12},     // half of x(0, 1); (1.5, 1.5): 5/4 + 6/4
+      {1, 2, 0, 1, -2, 0, 0, .25, 1e-12},                          // (1, 3) and (-1, 2): one pixel out
+      {-.25f, -.25f, 0, 0, 1.75f, 2.75f, 0, .25 + (.5625 + 1.5) / 2, 1e-12}, // corners straddling
+      {0, 0, 0, 0, 1, 2, std::log(3.f), .25 + .75 * 1 + .25 * 6, 1e-6},   // softmax weights 3/4, 1/4
+  };
+  for (const Case& c : cases) {
+    const float p[] = {c.py, c.px}, b_off[] = {c.oy0, c.ox0, c.oy1, c.ox1}, b_a[] = {c.ba0, 0};
+    const std::vector<double> o =
+        attnc_ref::deformAttn<double>(x, z, p, w_off, b_off, w_a, b_a, w_v, w_o, b_o, 1, 2, 3, 1, 1, 1, 2, 1);
+    EXPECT_NEAR(o[0], c.expect, c.tol) << "p " << c.py << "," << c.px << " b_off " << c.oy0 << "," << c.ox0 << " / "
+                                       << c.oy1 << "," << c.ox1;
   }
 }
 
