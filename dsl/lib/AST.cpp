@@ -199,7 +199,7 @@ void printModule(std::ostream& os, const Module& m) {
     for (const auto& r : k->requirements) {
       os << "  require " << exprToString(*r.cond);
       if (!r.message.empty()) os << ", \"" << r.message << "\"";
-      os << (r.isStatic ? " (checked)" : " (at call)") << " @" << r.loc.line << ":" << r.loc.col << "\n";
+      os << (r.isStatic ? " (checked)" : r.isData ? " (at call, on input values)" : " (at call)") << " @" << r.loc.line << ":" << r.loc.col << "\n";
     }
     for (const auto& d : k->defs) {
       os << "  def " << d->name << "(";

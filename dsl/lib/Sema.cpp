@@ -390,16 +390,51 @@ private:
     }
   }
 
+  // Whether `e` reads a tensor or reduces: a requirement on the inputs' values (level tables,
+  // index tables), checked when the kernel is called, before anything else is computed.
+  static bool readsData(const Expr& e) {
+    if (e.kind == ExprKind::Read || e.kind == ExprKind::Reduce) return true;
+    for (const auto& a : e.args)
+      if (readsData(*a)) return true;
+    return e.body && readsData(*e.body);
+  }
+
+  // A requirement on data may read inputs only: it runs before any definition exists.
+  bool readsOnlyInputs(const Expr& e) {
+    bool ok = true;
+    if (e.kind == ExprKind::Read) {
+      auto it = tensors_.find(e.name);
+      if (it == tensors_.end() || it->second->role != TensorRole::Input) {
+        if (it != tensors_.end() || definitionNames_.count(e.name)) {
+          diags_.error(e.loc, "a requirement can read only inputs, not '" + e.name +
+                                  "': it is checked when the kernel is called, before anything is computed");
+          ok = false;
+        }
+      } else if (!e.boundary.empty() && e.boundary != "none") {
+        diags_.error(e.loc, "a requirement reads inputs in range; '." + e.boundary + "' has no meaning here");
+        ok = false;
+      }
+    }
+    for (const auto& a : e.args) ok &= readsOnlyInputs(*a);
+    if (e.body) ok &= readsOnlyInputs(*e.body);
+    return ok;
+  }
+
   void checkRequirement(Kernel::Requirement& r) {
     std::vector<std::string> inner;
-    if (!isStatic(*r.cond, "a requirement", "it is checked once per call, so it", inner)) return;
+    if (readsData(*r.cond)) {
+      if (!readsOnlyInputs(*r.cond)) return;
+      r.isData = true;
+    } else if (!isStatic(*r.cond, "a requirement", "it is checked once per call, so it", inner)) {
+      return;
+    }
     check(*r.cond);
     if (r.cond->type != ScalarType::Bool) {
       if (r.cond->type != ScalarType::Unknown)
         diags_.error(r.cond->loc, std::string("a requirement must be a condition, found ") + scalarTypeName(r.cond->type));
       return;
     }
-    if (usesSize(*r.cond)) return; // checked when the kernel is called
+    if (r.isData || usesSize(*r.cond)) return; // checked when the kernel is called
     r.isStatic = true;
     std::optional<double> v = evalStatic(*r.cond);
     if (v && *v == 0)
@@ -849,6 +884,13 @@ private:
     bool ok = true;
     for (auto& a : e.args) ok &= requireNumeric(*a, "argument of '" + e.name + "'");
     if (!ok) {
+      e.type = ScalarType::Unknown;
+      return;
+    }
+    if (e.name == "ifloor" && e.args[0]->type == ScalarType::Int) {
+      // Integer coordinates reaching a sampler are almost always a unit mistake (pixel indices
+      // where normalised or fractional positions were meant), so they are rejected, not floored.
+      diags_.error(e.args[0]->loc, "'ifloor' expects a float (a fractional coordinate), found int");
       e.type = ScalarType::Unknown;
       return;
     }

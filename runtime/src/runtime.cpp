@@ -619,6 +619,13 @@ std::string describe_halide_error(int code) {
     return "unknown Halide error";
 }
 
+std::string tidy_halide_message(const std::string& msg) {
+    static const std::string kMarker = "[attnc] ";
+    size_t p = msg.find(kMarker);
+    if (p == std::string::npos || msg.find("Requirement Failed") == std::string::npos) return msg;
+    return msg.substr(p + kMarker.size());
+}
+
 namespace {
 // Halide's own halide_error prints the message and aborts the process. The definition below
 // replaces it (Halide's is weak), so a failing kernel returns its error code and call() reports
@@ -702,6 +709,8 @@ Status call(const KernelDesc& k, const std::vector<TensorView>& inputs,
             std::lock_guard<std::mutex> lock(g_halide_error_mutex);
             msg = g_last_halide_error;
         }
+        std::string tidy = tidy_halide_message(msg);
+        if (tidy != msg) return Status::Error(std::string(kname(k)) + ": " + tidy);
         return Status::Error(std::string(kname(k)) + ": kernel failed with Halide error " +
                              std::to_string(rc) + " (" + describe_halide_error(rc) + ")" +
                              (msg.empty() ? "" : ": " + msg));

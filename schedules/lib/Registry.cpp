@@ -18,6 +18,14 @@ const std::vector<std::unique_ptr<ScheduleRule>>& scheduleRules() {
   return rules;
 }
 
+// Checks on input values (`require` over tables) are scalars computed once per call: whatever
+// the rule did, they and the reductions they use are computed at root, never inlined into the
+// outputs (which would redo them per element).
+static void scheduleChecks(LoweredKernel& k) {
+  for (LoweredFunc& f : k.funcs)
+    if (f.role == FuncRole::Check || f.definition == "kernel") f.func.compute_root();
+}
+
 std::string applySchedule(LoweredKernel& k, const Halide::Target& t, const std::string& choice) {
   if (choice == "none") return "none";
   for (const auto& r : scheduleRules()) {
@@ -27,6 +35,7 @@ std::string applySchedule(LoweredKernel& k, const Halide::Target& t, const std::
       throw std::runtime_error("schedule '" + choice + "' does not apply to kernel '" + k.name + "' for target " + t.to_string());
     }
     r->apply(k, t);
+    scheduleChecks(k);
     return r->name();
   }
   if (choice == "auto") throw std::runtime_error("no schedule applies to kernel '" + k.name + "' for target " + t.to_string());

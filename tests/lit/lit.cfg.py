@@ -14,6 +14,7 @@ path = os.pathsep.join([config.attnc_tools_dir, config.llvm_tools_dir, config.en
 config.environment["PATH"] = path
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%variants", os.path.join(config.attnc_src_root, "dsl", "variants")))
+config.substitutions.append(("%attnc_std", os.path.join(config.attnc_src_root, "dsl", "std")))
 for tool in ["attnc", "attn-opt", "attn-run", "FileCheck", "not", "count"]:
     d = config.attnc_tools_dir if tool.startswith("attn") else config.llvm_tools_dir
     if not os.path.exists(os.path.join(d, tool)):

@@ -23,6 +23,7 @@
 #include "numerics/numerics_support.h"
 #include "reference/deform_ref.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -501,6 +502,43 @@ TEST(DeformNumerics, CoreWrongDtypeIsError) {
       {attnc::TensorView::f32(out.data(), {s.B, s.Q, s.M, s.D})});
   EXPECT_FALSE(st.ok()) << "f32 shapes accepted";
   std::printf("[ require  ] ms_deform_attn_core f32 shapes -> %s\n", st.ok() ? "ok (!)" : st.message().c_str());
+}
+
+// Level tables that do not tile value's S rows: every call fails with the requirement it breaks
+// (checked on the tables' values when the kernel is called) and leaves the output untouched.
+TEST(DeformNumerics, CoreInconsistentLevelTablesAreErrors) {
+  struct Bad {
+    const char* what;
+    std::vector<int32_t> hw, start;
+    std::vector<const char*> messages; // the requirements it breaks: any one may report first
+  };
+  // value has S = 4*5 + 2*3 = 26 rows, as the good table says.
+  const Bad bad[] = {
+      {"empty level", {4, 5, 0, 3}, {0, 20}, {"every level needs H >= 1 and W >= 1", "the levels' H * W"}},
+      {"levels short of S", {4, 5, 2, 2}, {0, 20}, {"the levels' H * W (shapes) must add up to S"}},
+      {"start with a gap", {4, 5, 2, 3}, {0, 21}, {"start[l] must be where level l begins"}},
+      {"start not at 0", {4, 5, 2, 3}, {1, 21}, {"start[l] must be where level l begins"}},
+      {"overlapping levels", {4, 5, 2, 3}, {0, 19}, {"start[l] must be where level l begins"}},
+  };
+  const int B = 1, Q = 3, M = 2, D = 2, L = 2, P = 2, S = 26;
+  std::vector<float> value(numel({B, S, M, D}), .5f), loc(numel({B, Q, M, L, P, 2}), .5f), aw(numel({B, Q, M, L, P}), .5f);
+  for (const Bad& b : bad) {
+    std::vector<float> out(numel({B, Q, M, D}), -7.f);
+    std::vector<int32_t> hw = b.hw, start = b.start;
+    const attnc::Status st = attnc::call(
+        attnc_kernels::deform_ms_deform_attn_core(),
+        {attnc::TensorView::f32(value.data(), {B, S, M, D}), attnc::TensorView::i32(hw.data(), {L, 2}),
+         attnc::TensorView::i32(start.data(), {L}), attnc::TensorView::f32(loc.data(), {B, Q, M, L, P, 2}),
+         attnc::TensorView::f32(aw.data(), {B, Q, M, L, P})},
+        {attnc::TensorView::f32(out.data(), {B, Q, M, D})});
+    ASSERT_FALSE(st.ok()) << b.what << " accepted";
+    EXPECT_THAT(st.message(), ::testing::HasSubstr("ms_deform_attn_core.attn:")) << b.what;
+    bool named = false;
+    for (const char* m : b.messages) named |= st.message().find(std::string("requirement failed: ") + m) != std::string::npos;
+    EXPECT_TRUE(named) << b.what << ": " << st.message();
+    for (float o : out) EXPECT_EQ(o, -7.f) << b.what << ": the output was written";
+    std::printf("[ require  ] %s -> %s\n", b.what, st.message().c_str());
+  }
 }
 
 } // namespace

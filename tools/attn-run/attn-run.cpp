@@ -342,6 +342,8 @@ int main(int argc, char** argv) {
     std::cerr << "schedule: " << applied << "\n";
     return 0;
   } catch (const Halide::Error& e) {
+    std::string tidy = attnc::tidy_halide_message(e.what());
+    if (tidy != e.what()) return fail(kernel.getSymName().str() + ": " + tidy);
     return fail(std::string("Halide: ") + e.what());
   } catch (const std::exception& e) {
     return fail(e.what());

@@ -19,6 +19,7 @@ enum class FuncRole {
   SoftmaxExp,    // exp(score - max), zero where masked
   SoftmaxSum,    // sum of SoftmaxExp over the axes
   Softmax,       // the normalised probabilities (the DSL name)
+  Check,         // `require__<n>`: a requirement on input values, 0 or a run-time error (compute it once, at root)
 };
 const char* funcRoleName(FuncRole r);
 

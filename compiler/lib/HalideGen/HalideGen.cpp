@@ -25,6 +25,7 @@ const char* funcRoleName(FuncRole r) {
   case FuncRole::SoftmaxExp: return "softmax-exp";
   case FuncRole::SoftmaxSum: return "softmax-sum";
   case FuncRole::Softmax: return "softmax";
+  case FuncRole::Check: return "check";
   }
   return "?";
 }
@@ -96,8 +97,15 @@ public:
       inputIndex_[entry.getArgument(i)] = (int)out_.inputs.size();
       out_.inputs.push_back(p);
     }
+    // Outputs carry the data checks (below), so they are known before definitions are lowered.
+    if (auto ret = dyn_cast<attn::ReturnOp>(entry.getTerminator()))
+      for (Value v : ret.getValues()) returned_.insert(v);
     for (Operation& op : entry) {
       if (auto req = dyn_cast<attn::RequireOp>(op)) {
+        if (conditionReadsData(req.getCondition())) {
+          lowerDataRequirement(req);
+          continue;
+        }
         Env env;
         out_.requirements.push_back({eval(req.getCondition(), env), req.getMessage().str()});
       } else if (auto def = dyn_cast<attn::DefineOp>(op)) lowerDefine(def);
@@ -122,6 +130,50 @@ public:
 
 private:
   LoweredKernel out_;
+  llvm::DenseSet<Value> returned_;
+  std::vector<H::Func> dataChecks_;
+
+  // Whether a requirement's condition reads tensor values (not only sizes and constants).
+  static bool conditionReadsData(Value cond) {
+    llvm::SmallVector<Value> work{cond};
+    llvm::DenseSet<Value> seen;
+    while (!work.empty()) {
+      Value v = work.pop_back_val();
+      if (!seen.insert(v).second) continue;
+      Operation* d = v.getDefiningOp();
+      if (!d) continue;
+      if (isa<attn::ReadOp, attn::ReduceOp>(d)) return true;
+      for (Value o : d->getOperands()) work.push_back(o);
+    }
+    return false;
+  }
+
+  // A requirement on input values cannot be a Pipeline requirement (those may not call Funcs),
+  // so it becomes a scalar Func `require__<n>` that is 0 or fails with the requirement's message,
+  // and every output adds it (+0) to its first definition: no call returns results computed from
+  // inputs that break it. (Reads through the tables it guards are clamped, never out of bounds.)
+  void lowerDataRequirement(attn::RequireOp req) {
+    LoweredFunc lf;
+    lf.name = lf.definition = "require__" + std::to_string(dataChecks_.size());
+    lf.role = FuncRole::Check;
+    lf.func = H::Func(lf.name);
+    Env env;
+    reads_ = &lf.reads;
+    H::Expr cond = eval(req.getCondition(), env);
+    reads_ = nullptr;
+    // The marker lets the runtime cut Halide's "Requirement Failed: (cond) 0" prefix.
+    lf.func() = H::require(cond, H::Expr(0), "[attnc] " + req.getMessage().str());
+    dataChecks_.push_back(lf.func);
+    addFunc(std::move(lf));
+  }
+
+  // `value` plus every data check (each 0 once passed), for the first definition of an output.
+  H::Expr guarded(Value result, H::Expr value) {
+    if (!returned_.contains(result) || dataChecks_.empty()) return value;
+    H::Expr sum = dataChecks_[0]();
+    for (size_t i = 1; i < dataChecks_.size(); ++i) sum = sum + dataChecks_[i]();
+    return value + H::cast(value.type(), sum);
+  }
   llvm::DenseMap<Value, int> inputIndex_;
   llvm::DenseMap<Value, std::string> funcNames_;
   std::map<std::string, int> partCounter_;
@@ -185,14 +237,14 @@ private:
       Env inner = env;
       for (unsigned i = 0; i < red.getBody().getNumArguments(); ++i) inner[red.getBody().getArgument(i)] = r[i];
       H::Expr v = castTo(elem, eval(cast<attn::YieldOp>(red.getBody().front().getTerminator()).getValues()[0], inner));
-      lf.func(args) = initValue(red.getKind(), v.type());
+      lf.func(args) = guarded(op.getResult(), initValue(red.getKind(), v.type()));
       lf.func(args) = combine(red.getKind(), lf.func(args), v);
       lf.role = FuncRole::Reduction;
       lf.reduceKind = red.getKind().str();
       lf.rvarNames = strings(red.getIndices());
       for (int i = 0; i < r.dimensions(); ++i) lf.rvars.push_back(r[i]);
     } else {
-      lf.func(args) = castTo(elem, eval(y, env));
+      lf.func(args) = guarded(op.getResult(), castTo(elem, eval(y, env)));
       lf.role = FuncRole::Define;
     }
     reads_ = nullptr;
@@ -284,7 +336,7 @@ private:
     p.vars = vars;
     H::Expr prob = ex.func(all) / sm.func(rows);
     prob = H::select(sm.func(rows) > 0.0f, prob, 0.0f); // fully masked row: zeros, never NaN
-    p.func(all) = prob;
+    p.func(all) = guarded(op.getResult(), prob);
     p.reads = {ex.name, sm.name};
 
     funcNames_[op.getResult()] = name;

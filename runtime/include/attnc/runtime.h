@@ -141,4 +141,9 @@ Status call(const KernelDesc& k, const std::vector<TensorView>& inputs,
 // or "unknown Halide error" for anything else.
 std::string describe_halide_error(int code);
 
+// A failed requirement on input values arrives as Halide's "Requirement Failed: (cond) 0 [attnc]
+// FILE:LINE:COL: requirement failed: ..."; this returns the part from FILE on, and any other
+// message unchanged.
+std::string tidy_halide_message(const std::string& msg);
+
 }  // namespace attnc

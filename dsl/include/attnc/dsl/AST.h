@@ -137,6 +137,7 @@ struct Kernel {
     ExprPtr cond;
     std::string message;
     bool isStatic = false;
+    bool isData = false; // reads input values (checked at call time, before any definition)
   };
   std::vector<Requirement> requirements;
   // What a failed requirement reports: "requirement failed: <message or condition>".
