@@ -679,6 +679,29 @@ private:
     return evalI(n);
   }
 
+  // A product dimension of an output (`M * D`) must not overflow: integer arithmetic here wraps,
+  // and a wrapped extent would be a wrong shape rather than an error. (The runtime's
+  // output_shapes reports the same.)
+  void checkProduct(const TensorDecl& t, size_t i) {
+    const DimSpec& d = t.dims[i];
+    int64_t p = 1;
+    bool overflow = false;
+    std::string values;
+    for (const DimFactor& f : d.factors) {
+      int64_t v = f.value;
+      if (!f.symbol.empty()) {
+        auto it = sizes_.find(f.symbol);
+        if (it == sizes_.end()) internal("size '" + f.symbol + "' is not bound by any input");
+        v = it->second;
+        values += (values.empty() ? "" : ", ") + f.symbol + " = " + std::to_string(v);
+      }
+      overflow |= __builtin_mul_overflow(p, v, &p);
+    }
+    if (overflow)
+      fail("output '" + t.name + "' dimension " + std::to_string(i) + " (" + d.str() + ") overflows 64 bits" +
+           (values.empty() ? "" : " (" + values + ")"));
+  }
+
   void runDefinition(const Definition& def) {
     defName_ = def.name;
     const TensorDecl* t = def.tensor;
@@ -688,8 +711,9 @@ private:
     s.name = def.name;
     s.isInt = t->elemType == ElemType::I32;
     int64_t n = 1;
-    for (const auto& ext : t->extents) {
-      int64_t v = std::max<int64_t>(0, evalStatic(*ext));
+    for (size_t i = 0; i < t->extents.size(); ++i) {
+      if (t->role == TensorRole::Output && i < t->dims.size()) checkProduct(*t, i);
+      int64_t v = std::max<int64_t>(0, evalStatic(*t->extents[i]));
       s.shape.push_back(v);
       n = v == 0 || n == 0 ? 0 : (n > kMaxElements ? n : n * v);
     }

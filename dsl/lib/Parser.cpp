@@ -156,8 +156,11 @@ std::unique_ptr<Kernel> Parser::parseKernel() {
   for (auto* list : {&k->inputs, &k->outputs})
     for (auto& t : *list) {
       kernelNames_.insert(t->name);
-      for (const DimSpec& d : t->dims)
+      for (const DimSpec& d : t->dims) {
         if (!d.symbol.empty()) kernelNames_.insert(d.symbol);
+        for (const DimFactor& f : d.factors)
+          if (!f.symbol.empty()) kernelNames_.insert(f.symbol);
+      }
     }
   expect(Tok::LBrace, "to open the kernel body");
   while (!is(Tok::RBrace)) {
@@ -198,25 +201,49 @@ std::unique_ptr<TensorDecl> Parser::parseParam(TensorRole role) {
     do {
       DimSpec d;
       d.loc = cur().loc;
-      if (is(Tok::Ident)) {
-        d.symbol = take().text;
-      } else if (is(Tok::Int)) {
-        Token v = take();
-        try {
-          d.value = std::stoll(v.text);
-        } catch (...) {
-          fail(v.loc, "dimension '" + v.text + "' is too large");
-        }
-        if (d.value <= 0) fail(v.loc, "dimension must be positive, got " + v.text);
+      DimFactor first = parseDimFactor("for a dimension");
+      if (!is(Tok::Star)) {
+        d.symbol = first.symbol;
+        d.value = first.value;
       } else {
-        if (is(Tok::Error)) throw Abort{};
-        fail(cur().loc, "expected a size name or a positive integer for a dimension, found " + describe(cur()));
+        d.factors.push_back(first);
+        while (accept(Tok::Star)) d.factors.push_back(parseDimFactor("after '*' in a dimension"));
+        // Sizes are bound by input dimensions, so an input dimension has to name one size.
+        if (role == TensorRole::Input)
+          fail(d.loc, "dimension " + std::to_string(t->dims.size()) + " of input '" + t->name + "' is a product (" + d.str() +
+                          "); input dimensions bind the sizes, so each must be one size name or literal (products are "
+                          "allowed in outputs only)");
+        if (d.isStatic()) {
+          d.value = 1;
+          for (const DimFactor& f : d.factors)
+            if (__builtin_mul_overflow(d.value, f.value, &d.value)) fail(d.loc, "dimension '" + d.str() + "' is too large");
+        }
       }
       t->dims.push_back(d);
     } while (accept(Tok::Comma));
   }
   expect(Tok::RBracket, "to end the dimensions");
   return t;
+}
+
+DimFactor Parser::parseDimFactor(const char* context) {
+  DimFactor f;
+  f.loc = cur().loc;
+  if (is(Tok::Ident)) {
+    f.symbol = take().text;
+  } else if (is(Tok::Int)) {
+    Token v = take();
+    try {
+      f.value = std::stoll(v.text);
+    } catch (...) {
+      fail(v.loc, "dimension '" + v.text + "' is too large");
+    }
+    if (f.value <= 0) fail(v.loc, "dimension must be positive, got " + v.text);
+  } else {
+    if (is(Tok::Error)) throw Abort{};
+    fail(cur().loc, std::string("expected a size name or a positive integer ") + context + ", found " + describe(cur()));
+  }
+  return f;
 }
 
 void Parser::parseConsts(Kernel& k) {

@@ -122,7 +122,10 @@ public:
     for (auto* list : {&k_.inputs, &k_.outputs})
       for (auto& t : *list) {
         usedNames_.insert(t->name);
-        for (const DimSpec& d : t->dims) usedNames_.insert(d.symbol);
+        for (const DimSpec& d : t->dims) {
+          usedNames_.insert(d.symbol);
+          for (const DimFactor& f : d.factors) usedNames_.insert(f.symbol);
+        }
       }
     for (auto& c : k_.consts) usedNames_.insert(c.name);
     for (auto& def : k_.defs) {
@@ -213,24 +216,54 @@ private:
       }
     }
     for (auto& t : k_.outputs)
-      for (const DimSpec& d : t->dims)
-        if (!d.symbol.empty() && !sizeLocs_.count(d.symbol))
-          diags_.error(d.loc, "size '" + d.symbol + "' of output '" + t->name + "' is not a dimension of any input");
+      for (const DimSpec& d : t->dims) {
+        auto unbound = [&](const std::string& sym, Loc loc) {
+          if (!sym.empty() && !sizeLocs_.count(sym))
+            diags_.error(loc, "size '" + sym + "' of output '" + t->name + "' is not a dimension of any input");
+        };
+        unbound(d.symbol, d.loc);
+        for (const DimFactor& f : d.factors) unbound(f.symbol, f.loc);
+      }
     for (auto* list : {&k_.inputs, &k_.outputs})
       for (auto& t : *list)
         for (const DimSpec& d : t->dims) t->extents.push_back(dimExpr(d));
   }
 
+  // The extent of a declared dimension as an integer expression. A product `M * D` becomes the
+  // left-nested product of its factors, spelled "(M * D)" by exprToString, exactly as a range
+  // bound `0..M * D` is: the consistency checks compare extents by that spelling.
   ExprPtr dimExpr(const DimSpec& d) {
-    if (d.symbol.empty()) {
-      auto e = std::make_unique<Expr>(ExprKind::Number, d.loc);
-      e->number = (double)d.value;
+    if (d.isProduct()) {
+      ExprPtr e;
+      for (const DimFactor& f : d.factors) {
+        ExprPtr x = factorExpr(f.symbol, f.value, f.loc);
+        if (!e) {
+          e = std::move(x);
+          continue;
+        }
+        auto m = std::make_unique<Expr>(ExprKind::Binary, d.loc);
+        m->name = "*";
+        m->type = ScalarType::Int;
+        m->depth = std::max(e->depth, x->depth) + 1;
+        m->args.push_back(std::move(e));
+        m->args.push_back(std::move(x));
+        e = std::move(m);
+      }
+      return e;
+    }
+    return factorExpr(d.symbol, d.value, d.loc);
+  }
+
+  static ExprPtr factorExpr(const std::string& symbol, long long value, Loc loc) {
+    if (symbol.empty()) {
+      auto e = std::make_unique<Expr>(ExprKind::Number, loc);
+      e->number = (double)value;
       e->isIntLiteral = true;
       e->type = ScalarType::Int;
       return e;
     }
-    auto e = std::make_unique<Expr>(ExprKind::Ident, d.loc);
-    e->name = d.symbol;
+    auto e = std::make_unique<Expr>(ExprKind::Ident, loc);
+    e->name = symbol;
     e->identKind = IdentKind::Size;
     e->type = ScalarType::Int;
     return e;
@@ -497,7 +530,7 @@ private:
       if (target && i < target->dims.size()) {
         const DimSpec& d = target->dims[i];
         if (idx.range) {
-          if (!isZero(*idx.range->lo) || exprToString(*idx.range->hi) != d.str())
+          if (!isZero(*idx.range->lo) || exprToString(*idx.range->hi) != exprToString(*target->extents[i]))
             diags_.error(idx.loc, "size mismatch: output '" + def.name + "' dimension " + std::to_string(i) + " is " + d.str() +
                                       ", but index '" + idx.name + "' is given the range " + exprToString(*idx.range->lo) +
                                       ".." + exprToString(*idx.range->hi));

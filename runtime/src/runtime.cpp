@@ -131,15 +131,26 @@ Registrar::Registrar(const KernelDesc* d) { Registry::global().add(d); }
 
 namespace {
 
-struct Dim {
+// One factor of a dimension: a size symbol or a decimal literal.
+struct Factor {
     bool literal = false;
-    int64_t value = 0;       // when literal
+    int64_t value = 0;        // when literal
     std::string_view symbol;  // when !literal
 };
 
-bool parse_dim(const char* s, Dim* out) {
-    if (s == nullptr || *s == '\0') return false;
-    std::string_view sv(s);
+// A parsed dimension: one factor (a size symbol or a literal) or a product of several, spelled
+// "M*D" (factors joined by '*', no blanks: attnc's canonical spelling).
+struct Dim {
+    std::string_view text;
+    std::vector<Factor> factors;
+    bool literal() const { return factors.size() == 1 && factors[0].literal; }
+    bool product() const { return factors.size() > 1; }
+    std::string_view symbol() const { return factors[0].symbol; }
+    int64_t value() const { return factors[0].value; }
+};
+
+bool parse_factor(std::string_view sv, Factor* out) {
+    if (sv.empty()) return false;
     if (std::isdigit(static_cast<unsigned char>(sv[0]))) {
         int64_t v = 0;
         for (char c : sv) {
@@ -160,6 +171,21 @@ bool parse_dim(const char* s, Dim* out) {
     out->literal = false;
     out->symbol = sv;
     return true;
+}
+
+bool parse_dim(const char* s, Dim* out) {
+    if (s == nullptr) return false;
+    out->text = s;
+    out->factors.clear();
+    std::string_view rest(s);
+    for (;;) {
+        const size_t star = rest.find('*');
+        Factor f;
+        if (!parse_factor(rest.substr(0, star), &f)) return false;
+        out->factors.push_back(f);
+        if (star == std::string_view::npos) return true;
+        rest = rest.substr(star + 1);
+    }
 }
 
 const char* kname(const KernelDesc& k) { return k.name ? k.name : "<unnamed kernel>"; }
@@ -215,7 +241,15 @@ Status check_params(const KernelDesc& k, const char* kind, const ParamDesc* ps, 
                 return Status::Error(std::string(kname(k)) + ": malformed kernel descriptor: " +
                                      label(kind, p) + " dimension " + std::to_string(d) + " is '" +
                                      (p.dims[d] ? p.dims[d] : "<null>") +
-                                     "', expected a size symbol or a decimal integer");
+                                     "', expected a size symbol, a decimal integer or (outputs "
+                                     "only) a product of these such as 'M*D'");
+            }
+            // bind_sizes reads sizes off input dimensions, which a product cannot give.
+            if (dim.product() && std::string(kind) == "input") {
+                return Status::Error(std::string(kname(k)) + ": malformed kernel descriptor: " +
+                                     label(kind, p) + " dimension " + std::to_string(d) + " is '" +
+                                     p.dims[d] + "', but input dimensions must be a size symbol or "
+                                     "a decimal integer (products are allowed in outputs only)");
             }
         }
     }
@@ -229,6 +263,21 @@ Status check_desc(const KernelDesc& k) {
     Status s = check_params(k, "input", k.inputs, k.num_inputs);
     if (!s.ok()) return s;
     return check_params(k, "output", k.outputs, k.num_outputs);
+}
+
+// " (M = 4, D = 8)": the bound values of a product's size factors, for its messages; each size
+// once, literals left out (the dimension's spelling shows them); "" when there are none.
+std::string bound_factors(const Dim& dim, const SizeMap& sizes) {
+    std::string s;
+    std::vector<std::string_view> seen;
+    for (const Factor& f : dim.factors) {
+        if (f.literal || std::find(seen.begin(), seen.end(), f.symbol) != seen.end()) continue;
+        seen.push_back(f.symbol);
+        auto it = sizes.find(std::string(f.symbol));
+        if (it == sizes.end()) continue;
+        s += (s.empty() ? "" : ", ") + std::string(f.symbol) + " = " + std::to_string(it->second);
+    }
+    return s.empty() ? s : " (" + s + ")";
 }
 
 Dim dim_of(const ParamDesc& p, int d) {
@@ -267,7 +316,7 @@ Status check_view_basics(const KernelDesc& k, const char* kind, const ParamDesc&
     for (int d = 0; d < v.rank; ++d) {
         if (v.shape[d] < 0) {
             Dim dim = dim_of(p, d);
-            std::string sym = dim.literal ? "" : " (" + std::string(dim.symbol) + ")";
+            std::string sym = dim.literal() ? "" : " (" + std::string(dim.text) + ")";
             return Status::Error(who + " dimension " + std::to_string(d) + sym + " is " +
                                  std::to_string(v.shape[d]) + "; sizes must be non-negative");
         }
@@ -379,22 +428,22 @@ Status bind_sizes(const KernelDesc& k, const std::vector<TensorView>& inputs, Si
             const Dim dim = dim_of(p, d);
             const std::string where = std::string(kname(k)) + ": input '" + pname(p) +
                                       "' dimension " + std::to_string(d);
-            if (dim.literal) {
-                if (v.shape[d] != dim.value) {
+            if (dim.literal()) {
+                if (v.shape[d] != dim.value()) {
                     return Status::Error(where + " is " + std::to_string(v.shape[d]) +
-                                         ", expected " + std::to_string(dim.value));
+                                         ", expected " + std::to_string(dim.value()));
                 }
                 continue;
             }
-            auto it = bound.find(dim.symbol);
+            auto it = bound.find(dim.symbol());
             if (it == bound.end()) {
-                bound.emplace(std::string(dim.symbol), Binding{v.shape[d], i, d});
+                bound.emplace(std::string(dim.symbol()), Binding{v.shape[d], i, d});
             } else if (it->second.value != v.shape[d]) {
                 const Binding& b = it->second;
-                return Status::Error(where + " (" + std::string(dim.symbol) + ") is " +
+                return Status::Error(where + " (" + std::string(dim.symbol()) + ") is " +
                                      std::to_string(v.shape[d]) + ", but '" +
                                      pname(k.inputs[b.input]) + "' dimension " +
-                                     std::to_string(b.dim) + " set " + std::string(dim.symbol) +
+                                     std::to_string(b.dim) + " set " + std::string(dim.symbol()) +
                                      " = " + std::to_string(b.value));
             }
         }
@@ -415,17 +464,26 @@ Status output_shapes(const KernelDesc& k, const SizeMap& sizes,
         const ParamDesc& p = k.outputs[o];
         for (int d = 0; d < p.rank; ++d) {
             const Dim dim = dim_of(p, d);
-            if (dim.literal) {
-                out[o].push_back(dim.value);
-                continue;
+            const std::string where = std::string(kname(k)) + ": output '" + pname(p) +
+                                      "' dimension " + std::to_string(d);
+            int64_t extent = 1;
+            for (const Factor& f : dim.factors) {
+                int64_t v = f.value;
+                if (!f.literal) {
+                    auto it = sizes.find(std::string(f.symbol));
+                    if (it == sizes.end()) {
+                        return Status::Error(where + " uses size '" + std::string(f.symbol) +
+                                             "', which no input binds");
+                    }
+                    v = it->second;
+                }
+                // Sizes come from int64 shapes, so a product of them can overflow.
+                if (__builtin_mul_overflow(extent, v, &extent)) {
+                    return Status::Error(where + " (" + std::string(dim.text) +
+                                         ") overflows 64 bits" + bound_factors(dim, sizes));
+                }
             }
-            auto it = sizes.find(std::string(dim.symbol));
-            if (it == sizes.end()) {
-                return Status::Error(std::string(kname(k)) + ": output '" + pname(p) +
-                                     "' dimension " + std::to_string(d) + " uses size '" +
-                                     std::string(dim.symbol) + "', which no input binds");
-            }
-            out[o].push_back(it->second);
+            out[o].push_back(extent);
         }
     }
     if (shapes) *shapes = std::move(out);
@@ -457,9 +515,16 @@ Status validate_call(const KernelDesc& k, const std::vector<TensorView>& inputs,
         for (int d = 0; d < p.rank; ++d) {
             if (v.shape[d] == expected[o][d]) continue;
             const Dim dim = dim_of(p, d);
-            std::string sym = dim.literal ? "" : " (" + std::string(dim.symbol) + ")";
-            return Status::Error(who + " dimension " + std::to_string(d) + sym + " is " +
-                                 std::to_string(v.shape[d]) + ", expected " +
+            const std::string at = who + " dimension " + std::to_string(d);
+            if (dim.product()) {
+                return Status::Error(at + " (" + std::string(dim.text) + ") is " +
+                                     std::to_string(v.shape[d]) + ", but " +
+                                     std::string(dim.text) + " = " +
+                                     std::to_string(expected[o][d]) +
+                                     bound_factors(dim, sizes));
+            }
+            std::string sym = dim.literal() ? "" : " (" + std::string(dim.text) + ")";
+            return Status::Error(at + sym + " is " + std::to_string(v.shape[d]) + ", expected " +
                                  std::to_string(expected[o][d]));
         }
         // Before the alias check, which relies on strides being int32-sized.

@@ -102,7 +102,7 @@ Outcome checkCore(const CoreShape& s, const In& loc, unsigned seed, const std::s
   os << "ms_deform_attn_core B=" << s.B << " Q=" << s.Q << " M=" << s.M << " D=" << s.D << " P=" << s.P << " levels "
      << s.lv.label() << what;
   return check(attnc_kernels::deform_ms_deform_attn_core(), "ms_deform_attn_core.attn", "ms_deform_attn_core",
-               {value, shapes, start, loc, aw}, {s.B, s.Q, s.M, s.D},
+               {value, shapes, start, loc, aw}, {s.B, s.Q, s.M * s.D},
                [&](auto tag) {
                  using T = decltype(tag);
                  return attnc_ref::msDeformAttnCore<T>(value.f.data(), shapes.i.data(), start.i.data(), loc.f.data(),
@@ -492,16 +492,42 @@ TEST(DeformNumerics, CoreWrongDtypeIsError) {
   const CoreShape s = kCoreShapes[0];
   const int L = s.lv.L(), S = s.lv.S();
   std::vector<float> value(numel({s.B, S, s.M, s.D}), .5f), shapesF(L * 2, 1.f), loc(numel(locShape(s)), .5f),
-      aw(numel({s.B, s.Q, s.M, L, s.P}), .5f), out(numel({s.B, s.Q, s.M, s.D}));
+      aw(numel({s.B, s.Q, s.M, L, s.P}), .5f), out(numel({s.B, s.Q, s.M * s.D}));
   std::vector<int32_t> start = s.lv.start();
   const attnc::Status st = attnc::call(
       attnc_kernels::deform_ms_deform_attn_core(),
       {attnc::TensorView::f32(value.data(), {s.B, S, s.M, s.D}), attnc::TensorView::f32(shapesF.data(), {L, 2}),
        attnc::TensorView::i32(start.data(), {L}), attnc::TensorView::f32(loc.data(), locShape(s)),
        attnc::TensorView::f32(aw.data(), {s.B, s.Q, s.M, L, s.P})},
-      {attnc::TensorView::f32(out.data(), {s.B, s.Q, s.M, s.D})});
+      {attnc::TensorView::f32(out.data(), {s.B, s.Q, s.M * s.D})});
   EXPECT_FALSE(st.ok()) << "f32 shapes accepted";
   std::printf("[ require  ] ms_deform_attn_core f32 shapes -> %s\n", st.ok() ? "ok (!)" : st.message().c_str());
+}
+
+// The output is the op's [B, Q, M*D]: the generated descriptor multiplies M and D, and rejects the
+// old [B, Q, M, D] layout and a wrong concatenated extent, naming the product and its sizes.
+TEST(DeformNumerics, CoreOutputIsHeadsConcatenated) {
+  const CoreShape s = kCoreShapes[0]; // M = 2, D = 4
+  const int L = s.lv.L(), S = s.lv.S();
+  std::vector<float> value(numel({s.B, S, s.M, s.D}), .5f), loc(numel(locShape(s)), .5f),
+      aw(numel({s.B, s.Q, s.M, L, s.P}), .5f), out(numel({s.B, s.Q, s.M * s.D + 1}));
+  std::vector<int32_t> hw = s.lv.hw, start = s.lv.start();
+  const std::vector<attnc::TensorView> ins = {
+      attnc::TensorView::f32(value.data(), {s.B, S, s.M, s.D}), attnc::TensorView::i32(hw.data(), {L, 2}),
+      attnc::TensorView::i32(start.data(), {L}), attnc::TensorView::f32(loc.data(), locShape(s)),
+      attnc::TensorView::f32(aw.data(), {s.B, s.Q, s.M, L, s.P})};
+  const attnc::KernelDesc& k = attnc_kernels::deform_ms_deform_attn_core();
+  attnc::SizeMap sizes;
+  ASSERT_TRUE(attnc::bind_sizes(k, ins, &sizes).ok());
+  std::vector<std::vector<int64_t>> shapes;
+  ASSERT_TRUE(attnc::output_shapes(k, sizes, &shapes).ok());
+  EXPECT_EQ(shapes, (std::vector<std::vector<int64_t>>{{s.B, s.Q, s.M * s.D}}));
+
+  attnc::Status st = attnc::call(k, ins, {attnc::TensorView::f32(out.data(), {s.B, s.Q, s.M, s.D})});
+  EXPECT_EQ(st.message(), "deform_ms_deform_attn_core: output 'o' has rank 4, expected 3 (B, Q, M*D)");
+  st = attnc::call(k, ins, {attnc::TensorView::f32(out.data(), {s.B, s.Q, s.M * s.D + 1})});
+  EXPECT_EQ(st.message(), "deform_ms_deform_attn_core: output 'o' dimension 2 (M*D) is 9, but M*D = 8 (M = 2, D = 4)");
+  std::printf("[ shape    ] ms_deform_attn_core [B, Q, M*D + 1] -> %s\n", st.message().c_str());
 }
 
 // Level tables that do not tile value's S rows: every call fails with the requirement it breaks
@@ -523,14 +549,14 @@ TEST(DeformNumerics, CoreInconsistentLevelTablesAreErrors) {
   const int B = 1, Q = 3, M = 2, D = 2, L = 2, P = 2, S = 26;
   std::vector<float> value(numel({B, S, M, D}), .5f), loc(numel({B, Q, M, L, P, 2}), .5f), aw(numel({B, Q, M, L, P}), .5f);
   for (const Bad& b : bad) {
-    std::vector<float> out(numel({B, Q, M, D}), -7.f);
+    std::vector<float> out(numel({B, Q, M * D}), -7.f);
     std::vector<int32_t> hw = b.hw, start = b.start;
     const attnc::Status st = attnc::call(
         attnc_kernels::deform_ms_deform_attn_core(),
         {attnc::TensorView::f32(value.data(), {B, S, M, D}), attnc::TensorView::i32(hw.data(), {L, 2}),
          attnc::TensorView::i32(start.data(), {L}), attnc::TensorView::f32(loc.data(), {B, Q, M, L, P, 2}),
          attnc::TensorView::f32(aw.data(), {B, Q, M, L, P})},
-        {attnc::TensorView::f32(out.data(), {B, Q, M, D})});
+        {attnc::TensorView::f32(out.data(), {B, Q, M * D})});
     ASSERT_FALSE(st.ok()) << b.what << " accepted";
     EXPECT_THAT(st.message(), ::testing::HasSubstr("ms_deform_attn_core.attn:")) << b.what;
     bool named = false;

@@ -72,7 +72,8 @@ template <typename T> std::vector<T> convert(const float* p, size_t n) { return 
 
 // Deformable DETR's core op (ms_deform_attn_core_pytorch): value [B, S, M, D] (levels flattened,
 // level l at rows start[l] .. start[l] + H_l W_l), shapes [L, 2] = (H_l, W_l), start [L],
-// loc [B, Q, M, L, P, 2] normalised (x, y), aw [B, Q, M, L, P] -> o [B, Q, M, D].
+// loc [B, Q, M, L, P, 2] normalised (x, y), aw [B, Q, M, L, P] -> o [B, Q, M*D] (the heads
+// concatenated: o[b, q, m*D + d], the memory of a row-major [B, Q, M, D]).
 template <typename T>
 std::vector<T> msDeformAttnCore(const float* value, const int32_t* shapes, const int32_t* start, const float* loc,
                                 const float* aw, int B, int S, int M, int D, int Q, int L, int P) {

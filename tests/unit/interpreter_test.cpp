@@ -342,6 +342,24 @@ kernel ln(x: f32[N, C], g: f32[C], b: f32[C]) -> (o: f32[N, C], d: f32[N]) {
   }
 }
 
+TEST(Interpreter, ProductOutputDimension) {
+  // The heads concatenated: o[n, m*D + d] = x[n, m, d] + m, and [x, 10 x] along the channels.
+  const char* src = R"(
+kernel h(x: f32[N, M, D]) -> (o: f32[N, M * D], p: f32[2 * M * D]) {
+  o(n, c) = x.clamp(n, c / D, c % D) + c / D
+  p(i) = select(i < M * D, 1.0, 10.0) * x.clamp(0, (i % (M * D)) / D, i % D)
+}
+)";
+  std::vector<double> x = randomData(2 * 3 * 2, 7);
+  auto outs = run(src, {f32({2, 3, 2}, x)});
+  ASSERT_EQ(outs.size(), 2u);
+  EXPECT_THAT(outs[0].shape, ElementsAre(2, 6));
+  EXPECT_THAT(outs[1].shape, ElementsAre(12));
+  for (int n = 0; n < 2; ++n)
+    for (int c = 0; c < 6; ++c) EXPECT_DOUBLE_EQ(outs[0].data[n * 6 + c], x[n * 6 + c] + c / 2);
+  for (int i = 0; i < 12; ++i) EXPECT_DOUBLE_EQ(outs[1].data[i], (i < 6 ? 1 : 10) * x[i % 6]);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Errors
 // ---------------------------------------------------------------------------------------------
@@ -403,6 +421,13 @@ TEST(InterpreterErrors, IntegerDivisionByZero) {
   auto outs = run("kernel fz(a: f32[N]) -> o: f32[N] {\n  o(i) = a(i) / 0.0\n}\n", {f32({1}, {1.0})});
   ASSERT_EQ(outs.size(), 1u);
   EXPECT_THAT(outs[0].data, ElementsAre(INFINITY));
+}
+
+TEST(InterpreterErrors, ProductDimensionOverflows) {
+  // No elements, but sizes whose product does not fit in 64 bits: an error, not a wrapped shape.
+  const char* src = "kernel big(x: f32[Z, M, D]) -> o: f32[M * D] {\n  o(c) = 1.0\n}\n";
+  std::string err = runError(src, {f32({0, int64_t{1} << 32, int64_t{1} << 32}, {})});
+  EXPECT_EQ(err, "output 'o' dimension 0 (M*D) overflows 64 bits (M = 4294967296, D = 4294967296)");
 }
 
 TEST(InterpreterErrors, NonIntegralI32Input) {

@@ -433,6 +433,42 @@ TEST(Parser, RangeDoesNotSwallowComparisons) {
   EXPECT_EQ(u.diags->diagnostics()[0].message, "expected ')' after the definition's indices, found '<'");
 }
 
+TEST(Parser, ProductDimensionsOfOutputs) {
+  Unit u = parse("kernel h(x: f32[N, M, D]) -> (o: f32[N, M * D], p: f32[2*3*N], s: f32[2 * 3]) {\n"
+                 "  o(n, c) = 1.0\n  p(i) = 1.0\n  s(i) = 1.0\n"
+                 "}\n");
+  ASSERT_TRUE(u.module) << u.printed();
+  const Kernel& k = u.kernel();
+  const DimSpec& md = k.outputs[0]->dims[1];
+  ASSERT_TRUE(md.isProduct());
+  EXPECT_EQ(md.symbol, "");
+  ASSERT_THAT(md.factors, SizeIs(2));
+  EXPECT_EQ(md.factors[0].symbol, "M");
+  EXPECT_EQ(md.factors[1].symbol, "D");
+  EXPECT_EQ(md.factors[1].loc.col, 45);
+  EXPECT_EQ(md.loc.col, 41);
+  EXPECT_EQ(md.str(), "M*D");
+  EXPECT_FALSE(md.isStatic());
+  EXPECT_FALSE(k.outputs[0]->dims[0].isProduct());
+  EXPECT_EQ(k.outputs[1]->dims[0].str(), "2*3*N");
+  ASSERT_THAT(k.outputs[1]->dims[0].factors, SizeIs(3));
+  EXPECT_EQ(k.outputs[1]->dims[0].factors[0].value, 2);
+  // A product of literals only is a static extent; its value is the product.
+  EXPECT_TRUE(k.outputs[2]->dims[0].isStatic());
+  EXPECT_EQ(k.outputs[2]->dims[0].value, 6);
+  EXPECT_EQ(k.outputs[2]->dims[0].str(), "2*3");
+}
+
+TEST(Parser, ProductDimensionInAnInputIsAnError) {
+  Unit u = parse("kernel h(x: f32[N, M * D]) -> o: f32[N] {\n  o(n) = 1.0\n}\n");
+  EXPECT_FALSE(u.module);
+  ASSERT_THAT(u.diags->diagnostics(), SizeIs(1));
+  EXPECT_EQ(u.diags->diagnostics()[0].loc.col, 20);
+  EXPECT_EQ(u.diags->diagnostics()[0].message,
+            "dimension 1 of input 'x' is a product (M*D); input dimensions bind the sizes, so each must be one size "
+            "name or literal (products are allowed in outputs only)");
+}
+
 TEST(Parser, SignatureWithMultipleOutputsAndLiteralDims) {
   Unit u = parse("kernel attn(q: f32[B, N, 64], m: i32[N]) -> (o: f32[B, N, 64], idx: i32[N], c: f32[3]) {\n"
                  "  const w = 3, eps = 1e-5\n"

@@ -560,6 +560,137 @@ TEST(ValidateCallTest, ZeroSizeTensorsMayHaveNullData) {
 }
 
 // ---------------------------------------------------------------------------
+// Product dimensions ("M*D"): outputs whose extent is a product of sizes and
+// literals, as attnc writes them for `o: f32[N, M * D]`.
+
+const char* const kHeadsInDims[] = {"N", "M", "D"};
+const char* const kHeadsODims[] = {"N", "M*D"};
+const char* const kHeadsPDims[] = {"2*N*M", "3"};
+const ParamDesc kHeadsIn[] = {{"x", DType::F32, 3, kHeadsInDims}};
+const ParamDesc kHeadsOut[] = {{"o", DType::F32, 2, kHeadsODims}, {"p", DType::F32, 2, kHeadsPDims}};
+int fake_heads_argv(void** args) {
+    record(args, 3);
+    return 0;
+}
+const KernelDesc kHeads = {"heads", "host", 1, kHeadsIn, 2, kHeadsOut, fake_heads_argv};
+
+struct Heads {
+    int64_t N = 2, M = 3, D = 4;
+    std::vector<float> x = std::vector<float>(N * M * D), o = std::vector<float>(N * M * D),
+                       p = std::vector<float>(2 * N * M * 3);
+    std::vector<TensorView> ins() { return {TensorView::f32(x.data(), {N, M, D})}; }
+    std::vector<TensorView> outs() {
+        return {TensorView::f32(o.data(), {N, M * D}), TensorView::f32(p.data(), {2 * N * M, 3})};
+    }
+};
+
+TEST(ProductDimsTest, OutputShapesMultiplyTheFactors) {
+    std::vector<std::vector<int64_t>> shapes;
+    ASSERT_TRUE(output_shapes(kHeads, {{"N", 2}, {"M", 3}, {"D", 4}}, &shapes).ok());
+    EXPECT_EQ(shapes, (std::vector<std::vector<int64_t>>{{2, 12}, {12, 3}}));
+    // A zero size makes the product zero, as it makes a plain dimension zero.
+    ASSERT_TRUE(output_shapes(kHeads, {{"N", 2}, {"M", 0}, {"D", 4}}, &shapes).ok());
+    EXPECT_EQ(shapes, (std::vector<std::vector<int64_t>>{{2, 0}, {0, 3}}));
+}
+
+TEST(ProductDimsTest, CallAcceptsTheMultipliedShape) {
+    Heads t;
+    SizeMap sizes;
+    Status s = validate_call(kHeads, t.ins(), t.outs(), &sizes);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(sizes, (SizeMap{{"N", 2}, {"M", 3}, {"D", 4}}));
+    g_rec = {};
+    ASSERT_TRUE(call(kHeads, t.ins(), t.outs()).ok());
+    EXPECT_EQ(g_rec.calls, 1);
+    EXPECT_EQ(g_rec.dims[1][0].extent, 12);  // Halide order: M*D is dimension 0
+    EXPECT_EQ(g_rec.dims[1][1].extent, 2);
+    EXPECT_EQ(g_rec.dims[2][1].extent, 12);
+}
+
+TEST(ProductDimsTest, WrongExtentNamesTheProductAndItsSizes) {
+    Heads t;
+    auto outs = t.outs();
+    outs[0] = TensorView::f32(t.o.data(), {2, 3, 4});  // the unconcatenated layout
+    EXPECT_EQ(validate_call(kHeads, t.ins(), outs).message(),
+              "heads: output 'o' has rank 3, expected 2 (N, M*D)");
+    outs[0] = TensorView::f32(t.o.data(), {2, 11});
+    EXPECT_EQ(validate_call(kHeads, t.ins(), outs).message(),
+              "heads: output 'o' dimension 1 (M*D) is 11, but M*D = 12 (M = 3, D = 4)");
+    outs = t.outs();
+    outs[1] = TensorView::f32(t.p.data(), {6, 3});
+    EXPECT_EQ(validate_call(kHeads, t.ins(), outs).message(),
+              "heads: output 'p' dimension 0 (2*N*M) is 6, but 2*N*M = 12 (N = 2, M = 3)");
+    outs = t.outs();
+    outs[0].shape[1] = -12;
+    EXPECT_EQ(validate_call(kHeads, t.ins(), outs).message(),
+              "heads: output 'o' dimension 1 (M*D) is -12; sizes must be non-negative");
+}
+
+TEST(ProductDimsTest, ProductOfLiteralsAndRepeatedSizes) {
+    const char* const in_dims[] = {"N"};
+    const char* const out_dims[] = {"2*3", "N*N"};
+    const ParamDesc in[] = {{"x", DType::F32, 1, in_dims}};
+    const ParamDesc out[] = {{"y", DType::F32, 2, out_dims}};
+    const KernelDesc k = {"lit", "host", 1, in, 1, out, fake_vec_argv};
+    std::vector<float> x(3), y(6 * 9);
+    std::vector<std::vector<int64_t>> shapes;
+    ASSERT_TRUE(output_shapes(k, {{"N", 3}}, &shapes).ok());
+    EXPECT_EQ(shapes[0], (std::vector<int64_t>{6, 9}));
+    // Only sizes are listed, each once; a product of literals has none to list.
+    EXPECT_EQ(validate_call(k, {TensorView::f32(x.data(), {3})}, {TensorView::f32(y.data(), {6, 8})}).message(),
+              "lit: output 'y' dimension 1 (N*N) is 8, but N*N = 9 (N = 3)");
+    EXPECT_EQ(validate_call(k, {TensorView::f32(x.data(), {3})}, {TensorView::f32(y.data(), {5, 9})}).message(),
+              "lit: output 'y' dimension 0 (2*3) is 5, but 2*3 = 6");
+}
+
+TEST(ProductDimsTest, UnboundFactor) {
+    std::vector<std::vector<int64_t>> shapes;
+    Status s = output_shapes(kHeads, {{"N", 2}, {"M", 3}}, &shapes);
+    EXPECT_EQ(s.message(), "heads: output 'o' dimension 1 uses size 'D', which no input binds");
+}
+
+TEST(ProductDimsTest, OverflowIsAnError) {
+    std::vector<std::vector<int64_t>> shapes;
+    const int64_t big = int64_t{1} << 32;
+    Status s = output_shapes(kHeads, {{"N", 2}, {"M", big}, {"D", big}}, &shapes);
+    EXPECT_EQ(s.message(), "heads: output 'o' dimension 1 (M*D) overflows 64 bits (M = 4294967296, D = 4294967296)");
+    const char* const in_dims[] = {"N"};
+    const char* const out_dims[] = {"4294967296*4294967296"};
+    const ParamDesc in[] = {{"x", DType::F32, 1, in_dims}};
+    const ParamDesc out[] = {{"y", DType::F32, 1, out_dims}};
+    const KernelDesc k = {"lit", "host", 1, in, 1, out, fake_vec_argv};
+    s = output_shapes(k, {{"N", 1}}, &shapes);
+    EXPECT_EQ(s.message(), "lit: output 'y' dimension 0 (4294967296*4294967296) overflows 64 bits");
+}
+
+TEST(ProductDimsTest, MalformedProducts) {
+    const char* const in_dims[] = {"N"};
+    const ParamDesc in[] = {{"x", DType::F32, 1, in_dims}};
+    std::vector<float> x(2);
+    for (const char* bad : {"N*", "*N", "N**N", "N*3x", "N * N", ""}) {
+        const char* const out_dims[] = {bad};
+        const ParamDesc out[] = {{"y", DType::F32, 1, out_dims}};
+        const KernelDesc k = {"bad", "host", 1, in, 1, out, fake_vec_argv};
+        Status s = bind_sizes(k, {TensorView::f32(x.data(), {2})}, nullptr);
+        EXPECT_EQ(s.message(), std::string("bad: malformed kernel descriptor: output 'y' dimension 0 is '") + bad +
+                                   "', expected a size symbol, a decimal integer or (outputs only) a product of "
+                                   "these such as 'M*D'")
+            << bad;
+    }
+}
+
+// bind_sizes reads sizes off input dimensions; a product there could not bind them.
+TEST(ProductDimsTest, ProductInAnInputIsMalformed) {
+    const char* const in_dims[] = {"N", "M*D"};
+    const ParamDesc in[] = {{"x", DType::F32, 2, in_dims}};
+    const KernelDesc k = {"bad", "host", 1, in, 0, nullptr, fake_vec_argv};
+    std::vector<float> x(6);
+    EXPECT_EQ(bind_sizes(k, {TensorView::f32(x.data(), {2, 3})}, nullptr).message(),
+              "bad: malformed kernel descriptor: input 'x' dimension 1 is 'M*D', but input dimensions must be "
+              "a size symbol or a decimal integer (products are allowed in outputs only)");
+}
+
+// ---------------------------------------------------------------------------
 // call
 
 TEST(CallTest, ContiguousDataPathAndBufferLayout) {

@@ -134,7 +134,8 @@ std::string runtimeDescriptorHeader(const LoweredKernel& k, const std::string& h
      << target.to_string() << ".\n";
   os << "#pragma once\n\n#include \"attnc/runtime.h\"\n#include \"" << halideHeader << "\"\n\n";
   os << "namespace attnc_kernels {\n\n";
-  os << "// Shapes are C order; each dimension is a size symbol bound at call time or a literal.\n";
+  os << "// Shapes are C order; each dimension is a size symbol bound at call time, a literal, or (outputs only) a\n"
+        "// product of these such as \"M*D\".\n";
   os << "inline const attnc::KernelDesc& " << k.name << "() {\n";
   for (const auto& p : k.inputs) os << dimsArray("in_" + p.name + "_dims", p.dims);
   for (size_t i = 0; i < k.outputNames.size(); ++i) os << dimsArray("out_" + k.outputNames[i] + "_dims", k.outputDims[i]);

@@ -57,7 +57,7 @@ private:
   RankedTensorType tensorType(const TensorDecl& t) {
     SmallVector<int64_t> shape;
     if (!t.dims.empty())
-      for (const DimSpec& d : t.dims) shape.push_back(d.symbol.empty() ? d.value : ShapedType::kDynamic);
+      for (const DimSpec& d : t.dims) shape.push_back(d.isStatic() ? d.value : ShapedType::kDynamic);
     else
       for (const auto& e : t.extents)
         shape.push_back(e->kind == ExprKind::Number ? (int64_t)e->number : ShapedType::kDynamic);

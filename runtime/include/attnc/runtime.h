@@ -57,9 +57,10 @@ struct TensorView {
     static TensorView i32(int32_t* data, const std::vector<int64_t>& shape);
 };
 
-// One kernel parameter. dims[i] is either a size symbol (C identifier, e.g.
-// "Nq") or a non-negative decimal literal (e.g. "64"); dims is in C order and
-// may be null when rank == 0.
+// One kernel parameter. dims[i] is a size symbol (C identifier, e.g. "Nq"), a
+// non-negative decimal literal (e.g. "64") or, for outputs only, a product of
+// these joined by '*' without blanks (e.g. "M*D", "2*C"); dims is in C order
+// and may be null when rank == 0.
 struct ParamDesc {
     const char* name;
     DType dtype;
@@ -121,14 +122,17 @@ using SizeMap = std::map<std::string, int64_t>;
 // otherwise it is cleared first.
 Status bind_sizes(const KernelDesc& k, const std::vector<TensorView>& inputs, SizeMap* sizes);
 
-// Shapes (C order) of k's outputs for the given sizes; errors on a symbol that
-// is not in sizes.
+// Shapes (C order) of k's outputs for the given sizes, with product
+// dimensions multiplied out; errors on a symbol that is not in sizes and on a
+// product that overflows int64.
 Status output_shapes(const KernelDesc& k, const SizeMap& sizes,
                      std::vector<std::vector<int64_t>>* shapes);
 
 // bind_sizes plus output checks (count, null, dtype, rank, exact shape, no
 // zero strides, no self-aliasing), Halide's 32-bit extent/stride limits, and
-// rejection of outputs whose memory overlaps an input or another output.
+// rejection of outputs whose memory overlaps an input or another output. A
+// wrong product dimension is reported with its sizes: "output 'o' dimension 2
+// (M*D) is 12, but M*D = 16 (M = 4, D = 4)".
 Status validate_call(const KernelDesc& k, const std::vector<TensorView>& inputs,
                      const std::vector<TensorView>& outputs, SizeMap* sizes_out = nullptr);
 

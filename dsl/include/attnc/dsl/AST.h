@@ -86,12 +86,39 @@ struct Expr {
   ExprPtr clone() const;
 };
 
-// One dimension of a declared tensor type: a size symbol or an integer literal.
-struct DimSpec {
+// One factor of a product dimension: a size symbol or a positive integer literal.
+struct DimFactor {
   std::string symbol; // empty for a literal
   long long value = 0;
   Loc loc;
   std::string str() const { return symbol.empty() ? std::to_string(value) : symbol; }
+};
+
+// One dimension of a declared tensor type: a size symbol, a positive integer literal or, in an
+// output only, a product of these (`M * D`). Products exist because the sizes are bound by the
+// inputs: an output such as Deformable DETR's [B, Q, M*D] can only be described from them.
+struct DimSpec {
+  std::string symbol; // a single size symbol; empty for a literal or a product
+  long long value = 0; // a literal; for a product of literals only, their product
+  std::vector<DimFactor> factors; // a product: two or more factors in source order; else empty
+  Loc loc;
+  bool isProduct() const { return !factors.empty(); }
+  // Whether the extent is known without sizes (a literal, or a product of literals only).
+  bool isStatic() const {
+    if (!isProduct()) return symbol.empty();
+    for (const DimFactor& f : factors)
+      if (!f.symbol.empty()) return false;
+    return true;
+  }
+  // The canonical spelling, used by every stage after the parser (the AST printer, `attn.dims`,
+  // runtime descriptors and their messages): "N", "64", or the factors in source order joined by
+  // '*' without blanks, "M*D" or "2*C".
+  std::string str() const {
+    if (!isProduct()) return symbol.empty() ? std::to_string(value) : symbol;
+    std::string s;
+    for (size_t i = 0; i < factors.size(); ++i) s += (i ? "*" : "") + factors[i].str();
+    return s;
+  }
 };
 
 enum class TensorRole { Input, Output, Local };

@@ -39,6 +39,7 @@ private:
 
   std::unique_ptr<Kernel> parseKernel();
   std::unique_ptr<TensorDecl> parseParam(TensorRole role);
+  DimFactor parseDimFactor(const char* context);
   void parseConsts(Kernel& k);
   std::unique_ptr<Definition> parseDefinition();
   std::unique_ptr<FunctionDef> parseFunctionDef();
