@@ -6,11 +6,15 @@
 
 namespace attnc {
 
+// Declared here rather than in Schedule.h: only the registry constructs rules.
+std::unique_ptr<ScheduleRule> makeCpuSampleRule();
+
 const std::vector<std::unique_ptr<ScheduleRule>>& scheduleRules() {
   static const std::vector<std::unique_ptr<ScheduleRule>> rules = [] {
     std::vector<std::unique_ptr<ScheduleRule>> r;
     r.push_back(makeCpuDenseRule());
     r.push_back(makeCpuWindowRule());
+    r.push_back(makeCpuSampleRule());
     r.push_back(makeCpuGenericRule());
     std::stable_sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a->priority() > b->priority(); });
     return r;
