@@ -7,7 +7,7 @@ CTEST     := $(VENV)/bin/ctest
 LLVM_PREFIX = $(shell llvm-config-19 --prefix)
 HALIDE_DIR  = $(shell $(VENV)/bin/python -c 'import halide,os;print(os.path.join(os.path.dirname(halide.__file__),"lib64","cmake","Halide"))')
 
-.PHONY: all setup configure build demo test bench clean
+.PHONY: all setup configure build demo test bench ptx-report clean
 
 all: build
 
@@ -31,6 +31,15 @@ demo: build
 
 test: build
 	cd $(BUILD) && $(CTEST) --output-on-failure -j $(JOBS)
+
+# Speed is measured here, never by tests: attn-bench times the kernels against plain C++ baselines.
+bench: build
+	$(BUILD)/bin/attn-bench
+
+# The CUDA code of every bundled kernel assembled offline by ptxas, with registers, shared memory
+# and spills per GPU kernel (the same check as the ctest ptx_check).
+ptx-report: build
+	$(VENV)/bin/python scripts/ptx_report.py --attnc $(BUILD)/bin/attnc --variants dsl/variants --jobs $(JOBS)
 
 clean:
 	rm -rf $(BUILD)

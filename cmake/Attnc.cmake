@@ -9,12 +9,38 @@
 #                     [SIZES NAME=VALUE ...]          # typical sizes for the cost-model passes
 #                     [SAMPLE_ORDER auto|sample-first|project-first])
 #
-# Produces an INTERFACE target <name> that links <name>.a (kernel + Halide runtime) and the
-# attnc runtime, and puts <name>.h (Halide's C API) and <name>.attnc.h (the runtime descriptor,
+# Produces an INTERFACE target <name> that links <name>.a (the kernel), the Halide runtime for its
+# target (one library per target, attnc_halide_runtime_<target>, shared by every kernel built for
+# that target) and the attnc runtime, and puts <name>.h (Halide's C API) and <name>.attnc.h (the runtime descriptor,
 # `attnc_kernels::<function>()`) on the include path.
 find_package(Threads REQUIRED)
 
+# The Halide runtime for one target (attnc --emit=runtime), built once per build tree: kernels are
+# compiled without it (--no-runtime), so a program linking many kernels has one copy of its state
+# (thread pool, CUDA context, error handler) per target. Sets <out_var> to the INTERFACE target.
+function(_attnc_halide_runtime target out_var)
+  string(MAKE_C_IDENTIFIER "${target}" id)
+  set(rt "attnc_halide_runtime_${id}")
+  if(NOT TARGET ${rt})
+    set(dir "${CMAKE_BINARY_DIR}/attnc/halide_runtime_${id}")
+    add_custom_command(
+      OUTPUT "${dir}/halide_runtime.a"
+      COMMAND ${CMAKE_COMMAND} -E make_directory "${dir}"
+      COMMAND $<TARGET_FILE:attnc> --emit=runtime --target=${target} -o "${dir}/halide_runtime"
+      DEPENDS attnc
+      COMMENT "attnc: Halide runtime for ${target}"
+      VERBATIM)
+    add_custom_target(${rt}_gen DEPENDS "${dir}/halide_runtime.a")
+    add_library(${rt} INTERFACE)
+    add_dependencies(${rt} ${rt}_gen)
+    target_link_libraries(${rt} INTERFACE "${dir}/halide_runtime.a" Threads::Threads ${CMAKE_DL_LIBS})
+  endif()
+  set(${out_var} ${rt} PARENT_SCOPE)
+endfunction()
+
 function(attnc_add_library name)
+  # Kept so that a build of the same kernel for another target can be derived (attnc_add_twin).
+  set_property(GLOBAL PROPERTY _ATTNC_LIBRARY_ARGS_${name} "${ARGN}")
   cmake_parse_arguments(ARG "" "SOURCE;KERNEL;FUNCTION_NAME;SCHEDULE;SAMPLE_ORDER" "TARGETS;DEFINES;SIZES" ${ARGN})
   if(NOT ARG_SOURCE)
     message(FATAL_ERROR "attnc_add_library(${name}): SOURCE is required")
@@ -52,7 +78,7 @@ function(attnc_add_library name)
   add_custom_command(
     OUTPUT "${prefix}.a" "${prefix}.h" "${prefix}.attnc.h"
     COMMAND ${CMAKE_COMMAND} -E make_directory "${dir}"
-    COMMAND $<TARGET_FILE:attnc> "${src}" --emit=lib -o "${prefix}" --depfile=${prefix}.d ${flags}
+    COMMAND $<TARGET_FILE:attnc> "${src}" --emit=lib -o "${prefix}" --depfile=${prefix}.d --no-runtime ${flags}
     DEPENDS attnc "${src}"
     DEPFILE "${prefix}.d"
     COMMENT "attnc: compiling ${ARG_SOURCE} for ${ARG_TARGETS}"
@@ -61,5 +87,40 @@ function(attnc_add_library name)
   add_library(${name} INTERFACE)
   add_dependencies(${name} ${name}_attnc)
   target_include_directories(${name} INTERFACE "${dir}")
-  target_link_libraries(${name} INTERFACE "${prefix}.a" attnc_runtime Threads::Threads ${CMAKE_DL_LIBS})
+  _attnc_halide_runtime(${ARG_TARGETS} halide_rt)
+  # attnc_runtime first: its halide_error replaces the Halide runtime's (weak) one.
+  target_link_libraries(${name} INTERFACE "${prefix}.a" attnc_runtime ${halide_rt} Threads::Threads ${CMAKE_DL_LIBS})
+endfunction()
+
+# attnc_add_twin(<name> <library> TARGET <halide-target> [SUFFIX <s>]): the kernel of
+# attnc_add_library(<library> ...) built again, with the same source, kernel, -D values and pass
+# options, for another target (the schedule is that target's `auto`); the library is
+# <library><s> and its C function <function><s> (default suffix: _twin).
+function(attnc_add_twin name library)
+  cmake_parse_arguments(TW "" "TARGET;SUFFIX" "" ${ARGN})
+  if(NOT TW_SUFFIX)
+    set(TW_SUFFIX _twin)
+  endif()
+  get_property(args GLOBAL PROPERTY _ATTNC_LIBRARY_ARGS_${library})
+  if(NOT args)
+    message(FATAL_ERROR "attnc_add_twin(${name}): '${library}' was not made by attnc_add_library")
+  endif()
+  cmake_parse_arguments(ARG "" "SOURCE;KERNEL;FUNCTION_NAME;SCHEDULE;SAMPLE_ORDER" "TARGETS;DEFINES;SIZES" ${args})
+  if(NOT ARG_FUNCTION_NAME)
+    message(FATAL_ERROR "attnc_add_twin(${name}): '${library}' needs an explicit FUNCTION_NAME")
+  endif()
+  set(opts SOURCE ${ARG_SOURCE} FUNCTION_NAME ${ARG_FUNCTION_NAME}${TW_SUFFIX} TARGETS ${TW_TARGET})
+  if(ARG_KERNEL)
+    list(APPEND opts KERNEL ${ARG_KERNEL})
+  endif()
+  if(ARG_DEFINES)
+    list(APPEND opts DEFINES ${ARG_DEFINES})
+  endif()
+  if(ARG_SIZES)
+    list(APPEND opts SIZES ${ARG_SIZES})
+  endif()
+  if(ARG_SAMPLE_ORDER)
+    list(APPEND opts SAMPLE_ORDER ${ARG_SAMPLE_ORDER})
+  endif()
+  attnc_add_library(${name} ${opts})
 endfunction()

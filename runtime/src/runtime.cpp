@@ -2,6 +2,7 @@
 #include "attnc/runtime.h"
 
 #include <HalideRuntime.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <array>
@@ -684,6 +685,28 @@ std::string describe_halide_error(int code) {
     return "unknown Halide error";
 }
 
+bool cuda_device_available(std::string* why) {
+    static const std::pair<bool, std::string> answer = []() -> std::pair<bool, std::string> {
+        void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (!lib) lib = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
+        if (!lib) return {false, "no CUDA driver (libcuda.so.1 not found)"};
+        using InitFn = int (*)(unsigned);
+        using CountFn = int (*)(int*);
+        auto init = reinterpret_cast<InitFn>(dlsym(lib, "cuInit"));
+        auto count = reinterpret_cast<CountFn>(dlsym(lib, "cuDeviceGetCount"));
+        if (!init || !count) return {false, "the CUDA driver library lacks cuInit/cuDeviceGetCount"};
+        int rc = init(0);
+        if (rc != 0) return {false, "cuInit failed with CUDA error " + std::to_string(rc) + " (no usable device or driver)"};
+        int n = 0;
+        rc = count(&n);
+        if (rc != 0) return {false, "cuDeviceGetCount failed with CUDA error " + std::to_string(rc)};
+        if (n < 1) return {false, "the CUDA driver reports no device"};
+        return {true, std::to_string(n) + " CUDA device(s)"};
+    }();
+    if (why) *why = answer.second;
+    return answer.first;
+}
+
 std::string tidy_halide_message(const std::string& msg) {
     static const std::string kMarker = "[attnc] ";
     size_t p = msg.find(kMarker);
@@ -767,7 +790,23 @@ Status call(const KernelDesc& k, const std::vector<TensorView>& inputs,
         std::lock_guard<std::mutex> lock(g_halide_error_mutex);
         g_last_halide_error.clear();
     }
-    const int rc = k.argv_fn(args.data());
+    // A GPU kernel gets host memory: marking the inputs host-dirty makes Halide upload them.
+    const bool gpu = k.copy_to_host != nullptr && k.device_free != nullptr;
+    std::string why;
+    if (gpu && !cuda_device_available(&why))
+        return Status::Error(std::string(kname(k)) + ": no CUDA device for target " +
+                             (k.target ? k.target : "?") + ": " + why);
+    if (gpu)
+        for (size_t i = 0; i < inputs.size(); ++i) bufs[i].flags |= halide_buffer_flag_host_dirty;
+    int rc = k.argv_fn(args.data());
+    if (gpu) {
+        // Results come back to the caller's memory, and nothing stays allocated on the device:
+        // the halide_buffer_t structs live only for this call.
+        for (size_t i = inputs.size(); rc == 0 && i < n; ++i)
+            if (bufs[i].flags & halide_buffer_flag_device_dirty) rc = k.copy_to_host(nullptr, &bufs[i]);
+        for (size_t i = 0; i < n; ++i)
+            if (bufs[i].device != 0) k.device_free(nullptr, &bufs[i]);
+    }
     if (rc != 0) {
         std::string msg = t_last_halide_error;
         if (msg.empty()) {

@@ -1,4 +1,5 @@
 // CPU schedule for dense attention: o = sum_j softmax_j(s) * v with s a contraction over d.
+#include "attnc/Patterns.h"
 #include "attnc/Schedule.h"
 
 #include <algorithm>
@@ -8,94 +9,6 @@ namespace {
 
 namespace H = Halide;
 
-// The Funcs of one dense attention pattern, found by role, not by name.
-struct DensePattern {
-  LoweredFunc* out = nullptr;   // o(..., i, e) = sum_j p(..., i, j) * v(..., j, e)
-  LoweredFunc* score = nullptr; // s__sum*(..., i, j) = sum_d q(..., i, d) * k(..., j, d)
-  std::vector<LoweredFunc*> softmax; // score, max, exp, sum, p
-  std::vector<LoweredFunc*> inlined; // pointwise Funcs between the contraction and the softmax
-  std::string keyInput;              // the input read along the softmax axis inside `score`
-};
-
-// Names of the kernel inputs read with `var` somewhere in their coordinates. Halide reads an
-// ImageParam `k` through an implicit Func named `k_im`.
-class InputsUsingVar : public H::Internal::IRVisitor {
-public:
-  InputsUsingVar(const LoweredKernel& k, std::string var) : k_(k), var_(std::move(var)) {}
-  std::vector<std::string> found;
-
-private:
-  using H::Internal::IRVisitor::visit;
-  void visit(const H::Internal::Call* c) override {
-    for (const KernelParam& p : k_.inputs) {
-      if (c->name != p.name && c->name != p.name + "_im") continue;
-      for (const H::Expr& a : c->args)
-        if (H::Internal::expr_uses_var(a, var_)) {
-          found.push_back(p.name);
-          break;
-        }
-    }
-    H::Internal::IRVisitor::visit(c);
-  }
-  const LoweredKernel& k_;
-  std::string var_;
-};
-
-bool findPattern(LoweredKernel& k, DensePattern* pat) {
-  for (LoweredFunc& o : k.funcs) {
-    if (!o.isOutput || o.role != FuncRole::Reduction || o.reduceKind != "sum" || o.rvars.size() != 1 || o.vars.size() < 2)
-      continue;
-    for (const std::string& r : o.reads) {
-      LoweredFunc* p = k.find(r);
-      if (!p || p->role != FuncRole::Softmax || p->softmaxAxes.size() != 1) continue;
-      if (p->softmaxAxes[0] != (int)p->vars.size() - 1 || p->vars.size() != o.vars.size()) continue;
-      DensePattern d;
-      d.out = &o;
-      for (LoweredFunc& f : k.funcs)
-        if (f.definition == p->definition) d.softmax.push_back(&f);
-      // Walk from the softmax scores through pointwise definitions to the contraction.
-      LoweredFunc* cur = k.find(p->definition + "__score");
-      for (int depth = 0; cur && depth < 8 && !d.score; ++depth) {
-        LoweredFunc* next = nullptr;
-        for (const std::string& rn : cur->reads) {
-          LoweredFunc* f = k.find(rn);
-          if (!f) continue;
-          if (f->role == FuncRole::Reduction && f->reduceKind == "sum" && f->rvars.size() == 1 &&
-              f->vars.size() == p->vars.size() && !f->isOutput) {
-            d.score = f;
-            break;
-          }
-          if (f->role == FuncRole::Define && !f->isOutput) next = f;
-        }
-        if (!d.score && next) d.inlined.push_back(next);
-        cur = next;
-      }
-      if (!d.score) continue;
-      // Every Func the rule places inside the query tile must be consumed only there.
-      std::vector<const LoweredFunc*> members(d.softmax.begin(), d.softmax.end());
-      members.push_back(d.out);
-      members.push_back(d.score);
-      members.insert(members.end(), d.inlined.begin(), d.inlined.end());
-      auto isMember = [&](const LoweredFunc* f) { return std::find(members.begin(), members.end(), f) != members.end(); };
-      bool private_ = true;
-      for (const LoweredFunc* m : members) {
-        if (m == d.out) continue;
-        if (m->isOutput) private_ = false;
-        for (const LoweredFunc& f : k.funcs)
-          if (!isMember(&f) && std::find(f.reads.begin(), f.reads.end(), m->name) != f.reads.end()) private_ = false;
-      }
-      if (!private_) continue;
-      InputsUsingVar v(k, d.score->vars.back().name());
-      d.score->func.update_value(0).accept(&v);
-      if (v.found.size() != 1) continue;
-      d.keyInput = v.found[0];
-      *pat = d;
-      return true;
-    }
-  }
-  return false;
-}
-
 class CpuDenseRule : public ScheduleRule {
 public:
   std::string name() const override { return "cpu-dense"; }
@@ -103,12 +16,12 @@ public:
 
   bool applies(const LoweredKernel& k, const H::Target& t) const override {
     DensePattern p;
-    return !t.has_gpu_feature() && findPattern(const_cast<LoweredKernel&>(k), &p);
+    return !t.has_gpu_feature() && findDensePattern(const_cast<LoweredKernel&>(k), &p);
   }
 
   void apply(LoweredKernel& k, const H::Target& t) const override {
     DensePattern pat;
-    findPattern(k, &pat);
+    findDensePattern(k, &pat);
     const int vec = t.natural_vector_size<float>();
     // Query rows per tile. 4 rows x 4 vectors of keys keeps 16 accumulators in registers for the
     // score contraction (AVX2 has 16 ymm registers; AVX-512 has 32 and could take 8 rows).

@@ -16,6 +16,8 @@ const std::vector<std::unique_ptr<ScheduleRule>>& scheduleRules() {
     r.push_back(makeCpuWindowRule());
     r.push_back(makeCpuSampleRule());
     r.push_back(makeCpuGenericRule());
+    r.push_back(makeCudaDenseRule());
+    r.push_back(makeCudaGenericRule());
     std::stable_sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a->priority() > b->priority(); });
     return r;
   }();

@@ -19,3 +19,11 @@ for tool in ["attnc", "attn-opt", "attn-run", "FileCheck", "not", "count"]:
     d = config.attnc_tools_dir if tool.startswith("attn") else config.llvm_tools_dir
     if not os.path.exists(os.path.join(d, tool)):
         lit_config.fatal("lit: cannot find %s in %s" % (tool, d))
+
+# The CUDA toolkit's ptxas assembles PTX offline (no GPU needed): tests that assemble it say
+# `REQUIRES: ptxas` and are reported unsupported where the toolkit is missing.
+import shutil
+ptxas = shutil.which("ptxas") or ("/usr/local/cuda/bin/ptxas" if os.access("/usr/local/cuda/bin/ptxas", os.X_OK) else None)
+if ptxas:
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", ptxas))

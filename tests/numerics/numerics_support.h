@@ -134,6 +134,44 @@ inline In ints(std::vector<int64_t> shape, std::vector<int32_t> values) {
   return t;
 }
 
+// The CUDA build of `desc` (`<name>_cuda`, linked by tests/CMakeLists.txt's attnc_cuda_twins):
+// with a CUDA device it must match the fp64 reference within the same tolerance as the CPU
+// kernel; without one, calling it must fail cleanly with "no CUDA device" and leave the output
+// untouched. Returns a note for the summary line.
+inline std::string checkCudaTwin(const attnc::KernelDesc& desc, const std::vector<attnc::TensorView>& views,
+                                 const std::vector<int64_t>& outShape, const std::vector<double>& ref, double tol,
+                                 const std::string& label) {
+#ifdef ATTNC_CUDA_TWIN_TARGET
+  const attnc::KernelDesc* twin = attnc::Registry::global().find(std::string(desc.name) + "_cuda", ATTNC_CUDA_TWIN_TARGET);
+  if (!twin) return "";
+  const size_t n = numel(outShape);
+  std::string why;
+  if (!attnc::cuda_device_available(&why)) {
+    std::vector<float> out(n, -7.f);
+    attnc::Status st = attnc::call(*twin, views, {attnc::TensorView::f32(out.data(), outShape)});
+    EXPECT_FALSE(st.ok()) << label << ": the CUDA build ran without a device";
+    EXPECT_NE(st.message().find("no CUDA device"), std::string::npos) << label << ": " << st.message();
+    for (float x : out) EXPECT_EQ(x, -7.f) << label << ": the CUDA build wrote its output without a device";
+    return "  GPU skipped";
+  }
+  std::vector<float> out(n, std::numeric_limits<float>::quiet_NaN());
+  attnc::Status st = attnc::call(*twin, views, {attnc::TensorView::f32(out.data(), outShape)});
+  EXPECT_TRUE(st.ok()) << label << " (CUDA): " << st.message();
+  if (!st.ok()) return "  GPU failed";
+  size_t nonFinite = 0;
+  for (float x : out) nonFinite += !std::isfinite(x);
+  EXPECT_EQ(nonFinite, 0u) << label << " (CUDA): non-finite (or unwritten) outputs";
+  const double err = attnc_ref::maxAbsDiff(out, ref);
+  EXPECT_LE(err, tol) << label << " (CUDA): GPU kernel vs fp64 reference";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "  GPU err %.3g", err);
+  return buf;
+#else
+  (void)desc, (void)views, (void)outShape, (void)ref, (void)tol, (void)label;
+  return "";
+#endif
+}
+
 struct Outcome {
   bool ran = false;           // the AOT kernel ran (the call returned ok)
   std::vector<float> aot;     // the AOT kernel's output
@@ -189,7 +227,9 @@ Outcome checkKernel(const attnc::KernelDesc& desc, const attnc::dsl::Kernel* k, 
     rins.push_back(std::move(rt));
   }
   const double interpErr = checkInterpreter(k, loadErr, rins, outShape, r.ref, r.tol, label, &r.interp);
-  std::printf("[ numerics ] %-60s AOT err %.3g  interp err %.3g  tol %.3g\n", label.c_str(), aotErr, interpErr, r.tol);
+  const std::string gpu = checkCudaTwin(desc, views, outShape, r.ref, r.tol, label);
+  std::printf("[ numerics ] %-60s AOT err %.3g  interp err %.3g  tol %.3g%s\n", label.c_str(), aotErr, interpErr, r.tol,
+              gpu.c_str());
   return r;
 }
 
@@ -203,3 +243,14 @@ Outcome check(const attnc::KernelDesc& desc, const std::string& file, const std:
 }
 
 } // namespace attnc_test
+
+#ifdef ATTNC_CUDA_TWIN_TARGET
+// Reports, as a skipped test, that this binary's CUDA builds were compiled but could not run.
+TEST(GpuTwins, CudaDevice) {
+  std::string why;
+  if (!attnc::cuda_device_available(&why))
+    GTEST_SKIP() << "no CUDA device (" << why << "): the CUDA builds of this binary's kernels (target "
+                 << ATTNC_CUDA_TWIN_TARGET << ") were compiled and checked to fail cleanly, not run";
+  std::printf("[ gpu      ] %s: the CUDA builds run on the device\n", why.c_str());
+}
+#endif

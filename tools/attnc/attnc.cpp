@@ -1,4 +1,4 @@
-// attnc: compiles a .attn kernel and prints or writes any stage (ast, mlir, halide, stmt, llvm, asm, obj, lib).
+// attnc: compiles a .attn kernel and prints or writes any stage (ast, mlir, halide, stmt, llvm, asm, ptx, obj, lib).
 #include "attnc/Driver.h"
 #include "attnc/Schedule.h"
 #include "attnc/Transforms/Passes.h"
@@ -17,10 +17,13 @@ namespace {
 
 const char* kUsage =
     "usage: attnc FILE.attn [options]\n"
-    "  --emit=ast|mlir|halide|stmt|llvm|asm|obj|lib   stage to print or write (default: mlir)\n"
+    "  --emit=ast|mlir|halide|stmt|llvm|asm|ptx|obj|lib   stage to print or write (default: mlir;\n"
+    "                    ptx: the CUDA device code, for a CUDA target)\n"
     "  -o PATH           output file (obj) or prefix (lib: PATH.a, PATH.h, PATH.attnc.h); default stdout\n"
-    "  --target=T        'host' (default) or a Halide target string, e.g. x86-64-linux-avx2-fma\n"
-    "  --schedule=S      auto (default), none, or a rule name (cpu-dense, cpu-generic)\n"
+    "  --target=T        'host' (default) or a Halide target string, e.g. x86-64-linux-avx2-fma or\n"
+    "                    x86-64-linux-cuda-cuda_capability_80 (CUDA: capability 80 or 86, always spelt)\n"
+    "  --schedule=S      auto (default), none, or a rule name (cpu-sample, cpu-dense, cpu-window, cpu-generic;\n"
+    "                    cuda-dense, cuda-generic for CUDA targets)\n"
     "  --kernel=NAME     kernel to compile when the file has several\n"
     "  --function-name=F C symbol of the compiled kernel (default: the kernel name)\n"
     "  -D NAME=VALUE     override a kernel constant\n"
@@ -28,7 +31,9 @@ const char* kUsage =
     "  --depfile=PATH    write a Make-style dependency file (the input and every imported file)\n"
     "  --sizes=N=V,...   typical sizes (e.g. --sizes=B=1,Q=300) for the cost-model passes; repeatable\n"
     "  --sample-order=O  auto (default: by cost from --sizes), sample-first or project-first\n"
-    "  --no-opt          skip the dialect passes (--emit=mlir then shows MLIRGen's output)\n";
+    "  --no-opt          skip the dialect passes (--emit=mlir then shows MLIRGen's output)\n"
+    "  --no-runtime      leave the Halide runtime out of obj/lib (link one from --emit=runtime)\n"
+    "  --emit=runtime -o PREFIX   write the Halide runtime for --target as PREFIX.a (no input file)\n";
 
 int fail(const std::string& msg) {
   std::cerr << "error: " << msg << "\n";
@@ -80,6 +85,7 @@ int main(int argc, char** argv) {
   std::string depfile;
   attnc::PipelineOptions passOpts;
   bool runPasses = true;
+  bool noRuntime = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const std::string& flag) -> std::string {
@@ -108,6 +114,8 @@ int main(int argc, char** argv) {
     } else if (a.rfind("--sample-order=", 0) == 0) {
       if (!attnc::parseSampleOrder(value("--sample-order"), &passOpts.sampleOrder))
         return fail("unknown --sample-order '" + value("--sample-order") + "' (expected auto, sample-first or project-first)");
+    } else if (a == "--no-runtime") {
+      noRuntime = true;
     } else if (a == "--no-opt") {
       runPasses = false;
     } else if (a == "-o") {
@@ -134,10 +142,31 @@ int main(int argc, char** argv) {
       return fail("more than one input file ('" + input + "' and '" + a + "')");
     }
   }
-  static const char* kEmits[] = {"ast", "mlir", "halide", "stmt", "llvm", "asm", "obj", "lib"};
+  static const char* kEmits[] = {"ast", "mlir", "halide", "stmt", "llvm", "asm", "ptx", "obj", "lib", "runtime"};
   bool knownEmit = false;
   for (const char* e : kEmits) knownEmit |= emit == e;
-  if (!knownEmit) return fail("unknown --emit value '" + emit + "' (expected ast, mlir, halide, stmt, llvm, asm, obj or lib)");
+  if (!knownEmit) return fail("unknown --emit value '" + emit + "' (expected ast, mlir, halide, stmt, llvm, asm, ptx, obj, lib or runtime)");
+  if (emit == "runtime") {
+    // The Halide runtime for one target as its own library, shared by every kernel compiled
+    // for that target with --no-runtime (attnc_add_library does this).
+    if (!input.empty()) return fail("--emit=runtime takes no input file");
+    if (outPath.empty()) return fail("--emit=runtime needs -o PREFIX (writes PREFIX.a)");
+    Halide::Target target;
+    std::string err;
+    if (!attnc::parseTarget(targetStr, &target, &err)) return fail(err);
+    char tmpl[] = "/tmp/attnc.XXXXXX";
+    if (!mkdtemp(tmpl)) return fail("cannot create a temporary directory");
+    std::string tmp = tmpl;
+    try {
+      Halide::compile_standalone_runtime({{Halide::OutputFileType::static_library, tmp + "/runtime.a"}}, target);
+    } catch (const Halide::Error& e) {
+      std::system(("rm -rf '" + tmp + "'").c_str());
+      return fail(std::string("Halide: ") + e.what());
+    }
+    bool ok = writeFileAtomically(outPath + ".a", slurp(tmp + "/runtime.a"), &err);
+    std::system(("rm -rf '" + tmp + "'").c_str());
+    return ok ? 0 : fail(err);
+  }
   if (input.empty()) return fail(std::string("no input file\n") + kUsage);
   if ((emit == "obj" || emit == "lib") && outPath.empty()) return fail("--emit=" + emit + " needs -o PATH");
   if (!outPath.empty()) {
@@ -197,6 +226,7 @@ int main(int argc, char** argv) {
   if (!attnc::parseTarget(targetStr, &target, &err)) return fail(err);
   attnc::attn::KernelOp kernel = attnc::selectKernel(*module, kernelName, std::cerr);
   if (!kernel) return 1;
+  if (noRuntime) target = target.with_feature(Halide::Target::NoRuntime);
 
   try {
     attnc::LoweredKernel lk = attnc::lowerToHalide(kernel);
@@ -218,6 +248,21 @@ int main(int argc, char** argv) {
       std::string text = "# schedule: " + applied + "\n" + slurp(f);
       if (emit != "stmt") text = slurp(f);
       cleanup();
+      return emitText(text, outPath);
+    }
+    if (emit == "ptx") {
+      // The device code Halide embeds in the host object: one PTX module per kernel, every GPU
+      // loop nest an entry. Without a CUDA target there is none, which is an error, not empty output.
+      if (!target.has_feature(Halide::Target::CUDA)) {
+        cleanup();
+        return fail("--emit=ptx needs a CUDA target, e.g. --target=x86-64-linux-cuda-cuda_capability_80");
+      }
+      std::string f = tmp + "/out.ptx";
+      p.compile_to({{Halide::OutputFileType::device_code, f}}, args, lk.name, target);
+      std::string text = slurp(f);
+      cleanup();
+      if (text.find(".entry") == std::string::npos)
+        return fail("kernel '" + lk.name + "' has no GPU code for " + target.to_string() + " (schedule: " + applied + ")");
       return emitText(text, outPath);
     }
     if (emit == "obj") {

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+struct halide_buffer_t; // HalideRuntime.h
+
 namespace attnc {
 
 enum class DType { F32, I32 };
@@ -72,6 +74,9 @@ struct ParamDesc {
 // Kept a plain aggregate so generated headers can emit it as constant data.
 // argv_fn is the Halide `<name>_argv` entry point: args[i] is a
 // halide_buffer_t*, inputs first then outputs, in declaration order.
+// GPU kernels also carry the Halide runtime's device entry points from their
+// own library (null for CPU kernels): call() uploads inputs, downloads
+// outputs and frees the device copies around each call.
 struct KernelDesc {
     const char* name;
     const char* target;
@@ -80,6 +85,8 @@ struct KernelDesc {
     int num_outputs;
     const ParamDesc* outputs;
     int (*argv_fn)(void**);
+    int (*copy_to_host)(void* user_context, ::halide_buffer_t* buf) = nullptr;
+    int (*device_free)(void* user_context, ::halide_buffer_t* buf) = nullptr;
 };
 
 // Process-wide table of kernels, keyed by (name, target). Thread-safe. The
@@ -149,5 +156,10 @@ std::string describe_halide_error(int code);
 // FILE:LINE:COL: requirement failed: ..."; this returns the part from FILE on, and any other
 // message unchanged.
 std::string tidy_halide_message(const std::string& msg);
+
+// Whether a CUDA driver and at least one device are present (loads libcuda.so.1 and asks it; the
+// answer is cached). When not, `why` says what is missing. call() checks this before running a
+// CUDA kernel, so a machine without a GPU gets "no CUDA device" rather than a driver error.
+bool cuda_device_available(std::string* why = nullptr);
 
 }  // namespace attnc

@@ -30,6 +30,15 @@ std::unique_ptr<ScheduleRule> makeCpuGenericRule();
 // outside their pattern.
 void scheduleGenericFunc(LoweredFunc& f, const Halide::Target& t);
 
+// CUDA targets (schedules/cuda/): the generic rule's choice for one Func (root Funcs as grids of
+// 32 x 8 thread tiles over the two innermost indices, outer indices fused into the third grid
+// dimension, reduction loops inside each thread), and one stage scheduled that way with the
+// given thread tile.
+std::unique_ptr<ScheduleRule> makeCudaDenseRule();
+std::unique_ptr<ScheduleRule> makeCudaGenericRule();
+void scheduleCudaGenericFunc(LoweredFunc& f, const Halide::Target& t);
+void scheduleCudaStage(Halide::Stage st, const LoweredFunc& f, int tileX, int tileY);
+
 // Every rule, best first.
 const std::vector<std::unique_ptr<ScheduleRule>>& scheduleRules();
 

@@ -1,0 +1,141 @@
+// CUDA schedule for dense attention: both contractions as shared-memory tiled GEMMs, softmax rows per warp.
+#include "attnc/Patterns.h"
+#include "attnc/Schedule.h"
+
+#include <algorithm>
+
+namespace attnc {
+namespace {
+
+namespace H = Halide;
+
+// 16 x 16 output tiles with 16-deep slices of the contracted index staged in shared memory: the
+// shape of Halide's apps/cuda_mat_mul. Each staged element is read 16 times from shared memory
+// instead of 16 times from global memory; 2 x 16 x 16 floats = 2 KiB per block, so many blocks
+// fit on an SM (48 KiB of shared memory and more per SM on sm_80/86/90).
+constexpr int kTile = 16;
+// A warp's width: softmax statistics reduce a row with 32 lanes and warp shuffles.
+constexpr int kWarp = 32;
+// Rows of the softmax per block: 8 warps.
+constexpr int kRowsPerBlock = 8;
+
+class CudaDenseRule : public ScheduleRule {
+public:
+  std::string name() const override { return "cuda-dense"; }
+  int priority() const override { return 10; }
+
+  bool applies(const LoweredKernel& k, const H::Target& t) const override {
+    DensePattern p;
+    return t.has_feature(H::Target::CUDA) && findDensePattern(const_cast<LoweredKernel&>(k), &p);
+  }
+
+  void apply(LoweredKernel& k, const H::Target& t) const override {
+    DensePattern pat;
+    findDensePattern(k, &pat);
+    // Everything outside the pattern (projections, biases) as the generic rule has it.
+    for (LoweredFunc& f : k.funcs) {
+      bool member = &f == pat.out || &f == pat.score ||
+                    std::find(pat.softmax.begin(), pat.softmax.end(), &f) != pat.softmax.end() ||
+                    std::find(pat.inlined.begin(), pat.inlined.end(), &f) != pat.inlined.end();
+      if (!member) scheduleCudaGenericFunc(f, t);
+    }
+    scheduleGemm(k, *pat.out, /*staged=*/pat.softmax);
+    scheduleGemm(k, *pat.score, {});
+    for (LoweredFunc* f : pat.softmax) {
+      if (f->role == FuncRole::SoftmaxMax || f->role == FuncRole::SoftmaxSum) scheduleRowReduction(*f);
+      else if (f->role == FuncRole::SoftmaxExp) scheduleCudaGenericFunc(*f, t);
+      // scores and probabilities are pointwise: inlined into exp/max and into o's tiles
+    }
+  }
+
+private:
+  // c(.., i, j) = sum_r a(.., i, r) * b(.., r, j): a grid of 16 x 16 tiles of c (batch indices on
+  // the third grid dimension); each block walks r in 16-deep slices, staging the slice of every
+  // input (and of any softmax Func in `staged`) that the tile reads into shared memory.
+  static void scheduleGemm(LoweredKernel& k, LoweredFunc& C, const std::vector<LoweredFunc*>& staged) {
+    const size_t n = C.vars.size();
+    H::Var i = C.vars[n - 2], j = C.vars[n - 1];
+    H::RVar r = C.rvars[0];
+    const std::string& nm = C.name;
+    H::Var io(nm + "_io"), ii(nm + "_ii"), jo(nm + "_jo"), ji(nm + "_ji");
+    H::RVar ro(nm + "_ro"), ri(nm + "_ri");
+    if (!C.isOutput) C.func.compute_root();
+    auto batch = [&](H::Stage st) -> std::vector<H::VarOrRVar> {
+      if (n == 2) return {};
+      H::VarOrRVar outer = C.vars[0];
+      for (size_t b = 1; b + 2 < n; ++b) {
+        H::Var fused(nm + "_bz" + std::to_string(b));
+        st.fuse(C.vars[b], outer, fused);
+        outer = fused;
+      }
+      return {outer};
+    };
+    H::Stage init = C.func;
+    init.gpu_tile(j, i, jo, io, ji, ii, kTile, kTile, H::TailStrategy::GuardWithIf);
+    for (auto& b : batch(init)) init.gpu_blocks(b);
+
+    H::Stage upd = C.func.update();
+    upd.split(i, io, ii, kTile, H::TailStrategy::GuardWithIf)
+        .split(j, jo, ji, kTile, H::TailStrategy::GuardWithIf)
+        .split(r, ro, ri, kTile, H::TailStrategy::GuardWithIf);
+    std::vector<H::VarOrRVar> order{ri, ji, ii, ro, jo, io};
+    std::vector<H::VarOrRVar> b = batch(upd);
+    order.insert(order.end(), b.begin(), b.end());
+    upd.reorder(order).gpu_threads(ji, ii);
+    if (b.empty()) upd.gpu_blocks(jo, io);
+    else upd.gpu_blocks(jo, io, b[0]);
+
+    // Inputs read in the update along r, and the softmax numerators, staged per slice of r with
+    // the block's threads. Halide puts a Func computed at a loop between the block and thread
+    // levels in shared memory and brackets it with barriers.
+    std::vector<std::string> alongR = inputsReadWithVar(k, C.func.update_value(0), r.name());
+    for (KernelParam& p : k.inputs)
+      if (std::find(alongR.begin(), alongR.end(), p.name) != alongR.end()) stageSlice(p.param.in(C.func), C.func, ro);
+    for (LoweredFunc* f : staged)
+      if (f->role == FuncRole::Softmax) stageSlice(f->func.in(C.func), C.func, ro);
+  }
+
+  static void stageSlice(H::Func w, H::Func consumer, H::RVar at) {
+    w.compute_at(consumer, at);
+    std::vector<H::Var> a = w.args(); // innermost first
+    if (a.size() >= 2) w.gpu_threads(a[0], a[1]);
+    else if (!a.empty()) w.gpu_threads(a[0]);
+  }
+
+  // A row statistic (max or sum over the softmax axis): one warp per row, 32 lanes each reduce a
+  // strided part of the row, then combine with shuffles; 8 rows per block.
+  static void scheduleRowReduction(LoweredFunc& f) {
+    f.func.compute_root();
+    const std::string& nm = f.name;
+    const size_t n = f.vars.size();
+    H::Var row = f.vars[n - 1], ro(nm + "_ro"), ri(nm + "_ri"), u(nm + "_lane");
+    H::RVar r = f.rvars[0], rxo(nm + "_rxo"), rxi(nm + "_rxi");
+    auto outer = [&](H::Stage st) {
+      std::vector<H::VarOrRVar> b;
+      if (n < 2) return b;
+      H::VarOrRVar o = f.vars[0];
+      for (size_t i = 1; i + 1 < n; ++i) {
+        H::Var fused(nm + "_bz" + std::to_string(i));
+        st.fuse(f.vars[i], o, fused);
+        o = fused;
+      }
+      b.push_back(o);
+      return b;
+    };
+    H::Stage init = f.func;
+    init.gpu_tile(row, ro, ri, kRowsPerBlock, H::TailStrategy::GuardWithIf);
+    for (auto& b : outer(init)) init.gpu_blocks(b);
+    H::Func lanes = f.func.update().split(r, rxo, rxi, kWarp, H::TailStrategy::GuardWithIf).rfactor(rxi, u);
+    H::Stage upd = f.func.update();
+    upd.split(row, ro, ri, kRowsPerBlock, H::TailStrategy::GuardWithIf).gpu_threads(ri).gpu_blocks(ro);
+    for (auto& b : outer(upd)) upd.gpu_blocks(b);
+    lanes.compute_at(f.func, ri).gpu_lanes(u);
+    lanes.update().gpu_lanes(u);
+  }
+};
+
+} // namespace
+
+std::unique_ptr<ScheduleRule> makeCudaDenseRule() { return std::make_unique<CudaDenseRule>(); }
+
+} // namespace attnc

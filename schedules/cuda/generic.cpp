@@ -1,0 +1,81 @@
+// Generic CUDA schedule: any kernel; every non-trivial Func computed at root as a grid of thread tiles.
+#include "attnc/Schedule.h"
+
+namespace attnc {
+namespace {
+
+namespace H = Halide;
+
+class CudaGenericRule : public ScheduleRule {
+public:
+  std::string name() const override { return "cuda-generic"; }
+  int priority() const override { return 0; }
+  bool applies(const LoweredKernel&, const H::Target& t) const override { return t.has_feature(H::Target::CUDA); }
+
+  void apply(LoweredKernel& k, const H::Target& t) const override {
+    for (LoweredFunc& f : k.funcs) scheduleCudaGenericFunc(f, t);
+  }
+};
+
+} // namespace
+
+void scheduleCudaStage(H::Stage st, const LoweredFunc& f, int tileX, int tileY) {
+  const std::string& n = f.name;
+  std::vector<H::VarOrRVar> order; // innermost first, for reorder()
+  // Reduction indices run inside each thread: one thread owns one output element.
+  for (const H::RVar& r : f.rvars) order.push_back(r);
+  const size_t nv = f.vars.size();
+  if (nv == 1) {
+    H::Var bx(n + "_bx"), tx(n + "_tx");
+    st.gpu_tile(f.vars[0], bx, tx, tileX * tileY, H::TailStrategy::GuardWithIf);
+    order.push_back(tx);
+    order.push_back(bx);
+  } else {
+    // The innermost index on threadIdx.x: neighbouring threads touch neighbouring addresses of
+    // the output and of every input read along the same index (coalesced).
+    H::Var bx(n + "_bx"), by(n + "_by"), tx(n + "_tx"), ty(n + "_ty");
+    st.gpu_tile(f.vars[nv - 1], f.vars[nv - 2], bx, by, tx, ty, tileX, tileY, H::TailStrategy::GuardWithIf);
+    order.push_back(tx);
+    order.push_back(ty);
+    order.push_back(bx);
+    order.push_back(by);
+    if (nv > 2) {
+      // The remaining (batch, head, ...) indices fused into the third grid dimension, so a
+      // whole call is one launch.
+      H::VarOrRVar outer = f.vars[0];
+      for (size_t i = 1; i + 2 < nv; ++i) {
+        H::Var fused(n + "_bz" + std::to_string(i));
+        st.fuse(f.vars[i], outer, fused);
+        outer = fused;
+      }
+      st.gpu_blocks(outer);
+      order.push_back(outer);
+    }
+  }
+  if (!f.rvars.empty()) st.reorder(order);
+}
+
+void scheduleCudaGenericFunc(LoweredFunc& f, const H::Target&) {
+  // As on the CPU: pointwise Funcs are inlined into their consumers; reductions and softmax
+  // statistics get storage in global memory, each a kernel of its own.
+  bool root = f.isOutput || f.role == FuncRole::Reduction || f.role == FuncRole::SoftmaxMax ||
+              f.role == FuncRole::SoftmaxSum || f.role == FuncRole::SoftmaxExp;
+  if (!root || f.role == FuncRole::Check) return;
+  if (!f.isOutput) f.func.compute_root();
+  for (int s = 0; s <= f.func.num_update_definitions(); ++s) {
+    H::Stage st = s == 0 ? H::Stage(f.func) : f.func.update(s - 1);
+    if (f.vars.empty()) {
+      st.gpu_single_thread();
+      continue;
+    }
+    // 32 x 8 threads: a warp along the innermost index, 256 threads per block (8 warps keep an
+    // SM's schedulers busy while others wait on memory).
+    LoweredFunc view = f;
+    if (s == 0) view.rvars.clear(); // the pure definition has no reduction loop
+    scheduleCudaStage(st, view, 32, 8);
+  }
+}
+
+std::unique_ptr<ScheduleRule> makeCudaGenericRule() { return std::make_unique<CudaGenericRule>(); }
+
+} // namespace attnc

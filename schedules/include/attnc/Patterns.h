@@ -1,0 +1,27 @@
+// Patterns that schedule rules recognise in a lowered kernel, shared by the CPU and CUDA rules.
+#pragma once
+
+#include "attnc/HalideGen.h"
+
+#include <string>
+#include <vector>
+
+namespace attnc {
+
+// The Funcs of one dense attention pattern, o = sum_j softmax_j(s) * v with s a contraction
+// over d, found by role, not by name.
+struct DensePattern {
+  LoweredFunc* out = nullptr;   // o(..., i, e) = sum_j p(..., i, j) * v(..., j, e)
+  LoweredFunc* score = nullptr; // s__sum*(..., i, j) = sum_d q(..., i, d) * k(..., j, d)
+  std::vector<LoweredFunc*> softmax; // score, max, exp, sum, p
+  std::vector<LoweredFunc*> inlined; // pointwise Funcs between the contraction and the softmax
+  std::string keyInput;              // the input read along the softmax axis inside `score`
+};
+
+// Finds the dense pattern whose Funcs are private to it (no Func outside reads them).
+bool findDensePattern(LoweredKernel& k, DensePattern* pat);
+
+// Names of the kernel inputs that `e` reads with `var` somewhere in their coordinates.
+std::vector<std::string> inputsReadWithVar(const LoweredKernel& k, const Halide::Expr& e, const std::string& var);
+
+} // namespace attnc

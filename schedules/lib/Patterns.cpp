@@ -1,0 +1,98 @@
+// Pattern recognition shared by schedule rules: which Funcs form a dense attention pattern.
+#include "attnc/Patterns.h"
+
+#include <algorithm>
+
+namespace attnc {
+namespace {
+
+namespace H = Halide;
+
+// Names of the kernel inputs read with `var` somewhere in their coordinates. Halide reads an
+// ImageParam `k` through an implicit Func named `k_im`.
+class InputsUsingVar : public H::Internal::IRVisitor {
+public:
+  InputsUsingVar(const LoweredKernel& k, std::string var) : k_(k), var_(std::move(var)) {}
+  std::vector<std::string> found;
+
+private:
+  using H::Internal::IRVisitor::visit;
+  void visit(const H::Internal::Call* c) override {
+    for (const KernelParam& p : k_.inputs) {
+      if (c->name != p.name && c->name != p.name + "_im") continue;
+      for (const H::Expr& a : c->args)
+        if (H::Internal::expr_uses_var(a, var_)) {
+          found.push_back(p.name);
+          break;
+        }
+    }
+    H::Internal::IRVisitor::visit(c);
+  }
+  const LoweredKernel& k_;
+  std::string var_;
+};
+
+} // namespace
+
+std::vector<std::string> inputsReadWithVar(const LoweredKernel& k, const H::Expr& e, const std::string& var) {
+  InputsUsingVar v(k, var);
+  e.accept(&v);
+  return v.found;
+}
+
+bool findDensePattern(LoweredKernel& k, DensePattern* pat) {
+  for (LoweredFunc& o : k.funcs) {
+    if (!o.isOutput || o.role != FuncRole::Reduction || o.reduceKind != "sum" || o.rvars.size() != 1 || o.vars.size() < 2)
+      continue;
+    for (const std::string& r : o.reads) {
+      LoweredFunc* p = k.find(r);
+      if (!p || p->role != FuncRole::Softmax || p->softmaxAxes.size() != 1) continue;
+      if (p->softmaxAxes[0] != (int)p->vars.size() - 1 || p->vars.size() != o.vars.size()) continue;
+      DensePattern d;
+      d.out = &o;
+      for (LoweredFunc& f : k.funcs)
+        if (f.definition == p->definition) d.softmax.push_back(&f);
+      // Walk from the softmax scores through pointwise definitions to the contraction.
+      LoweredFunc* cur = k.find(p->definition + "__score");
+      for (int depth = 0; cur && depth < 8 && !d.score; ++depth) {
+        LoweredFunc* next = nullptr;
+        for (const std::string& rn : cur->reads) {
+          LoweredFunc* f = k.find(rn);
+          if (!f) continue;
+          if (f->role == FuncRole::Reduction && f->reduceKind == "sum" && f->rvars.size() == 1 &&
+              f->vars.size() == p->vars.size() && !f->isOutput) {
+            d.score = f;
+            break;
+          }
+          if (f->role == FuncRole::Define && !f->isOutput) next = f;
+        }
+        if (!d.score && next) d.inlined.push_back(next);
+        cur = next;
+      }
+      if (!d.score) continue;
+      // Every Func the rule places inside the query tile must be consumed only there.
+      std::vector<const LoweredFunc*> members(d.softmax.begin(), d.softmax.end());
+      members.push_back(d.out);
+      members.push_back(d.score);
+      members.insert(members.end(), d.inlined.begin(), d.inlined.end());
+      auto isMember = [&](const LoweredFunc* f) { return std::find(members.begin(), members.end(), f) != members.end(); };
+      bool private_ = true;
+      for (const LoweredFunc* m : members) {
+        if (m == d.out) continue;
+        if (m->isOutput) private_ = false;
+        for (const LoweredFunc& f : k.funcs)
+          if (!isMember(&f) && std::find(f.reads.begin(), f.reads.end(), m->name) != f.reads.end()) private_ = false;
+      }
+      if (!private_) continue;
+      std::vector<std::string> keys = inputsReadWithVar(k, d.score->func.update_value(0), d.score->vars.back().name());
+      if (keys.size() != 1) continue;
+      d.keyInput = keys[0];
+      *pat = d;
+      return true;
+    }
+  }
+  return false;
+}
+
+
+} // namespace attnc
