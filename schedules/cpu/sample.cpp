@@ -20,6 +20,7 @@
 // the floating-point sum (results would differ from every other schedule in the last bits) for
 // a gain inside the noise. With the op's [B, Q, M*D] output read from the sum (the variant as it
 // is now), the sum computed per output task and the specialised copy below: 72-74 ms.
+#include "attnc/Patterns.h"
 #include "attnc/Schedule.h"
 
 #include <algorithm>
@@ -131,12 +132,6 @@ bool isSampling(const LoweredFunc& f) {
   return g.gathers > 0 && g.contiguous == g.gathers;
 }
 
-std::vector<LoweredFunc*> findSampling(LoweredKernel& k) {
-  std::vector<LoweredFunc*> out;
-  for (LoweredFunc& f : k.funcs)
-    if (isSampling(f)) out.push_back(&f);
-  return out;
-}
 
 // Whether every read of `f` in `e` passes the reader's outer indices straight through as f's
 // outer indices (b, q of o(b, q, c) reading sampled(b, q, ., .)): one task of the reader's rows
@@ -319,6 +314,14 @@ public:
 };
 
 } // namespace
+
+// Funcs that sample: see isSampling.
+std::vector<LoweredFunc*> findSampling(LoweredKernel& k) {
+  std::vector<LoweredFunc*> out;
+  for (LoweredFunc& f : k.funcs)
+    if (isSampling(f)) out.push_back(&f);
+  return out;
+}
 
 std::unique_ptr<ScheduleRule> makeCpuSampleRule() { return std::make_unique<CpuSampleRule>(); }
 

@@ -17,6 +17,8 @@ const std::vector<std::unique_ptr<ScheduleRule>>& scheduleRules() {
     r.push_back(makeCpuSampleRule());
     r.push_back(makeCpuGenericRule());
     r.push_back(makeCudaDenseRule());
+    r.push_back(makeCudaWindowRule());
+    r.push_back(makeCudaSampleRule());
     r.push_back(makeCudaGenericRule());
     std::stable_sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a->priority() > b->priority(); });
     return r;

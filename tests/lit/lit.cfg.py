@@ -27,3 +27,16 @@ ptxas = shutil.which("ptxas") or ("/usr/local/cuda/bin/ptxas" if os.access("/usr
 if ptxas:
     config.available_features.add("ptxas")
     config.substitutions.append(("%ptxas", ptxas))
+
+# A CUDA device (driver and GPU): tests that run kernels on it say `REQUIRES: cuda-device`; the
+# ones that check the behaviour without a GPU say `UNSUPPORTED: cuda-device`.
+def _cuda_device():
+    import ctypes
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+        n = ctypes.c_int(0)
+        return cuda.cuInit(0) == 0 and cuda.cuDeviceGetCount(ctypes.byref(n)) == 0 and n.value > 0
+    except OSError:
+        return False
+if _cuda_device():
+    config.available_features.add("cuda-device")

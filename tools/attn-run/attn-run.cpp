@@ -257,6 +257,10 @@ int main(int argc, char** argv) {
   std::string err;
   if (!attnc::parseTarget(targetStr, &target, &err)) return fail(err);
 
+  std::string why;
+  if (target.has_feature(Halide::Target::CUDA) && !attnc::cuda_device_available(&why))
+    return fail(kernel.getSymName().str() + ": no CUDA device for target " + targetStr + ": " + why);
+
   // The inputs are read before the passes: their shapes are the sizes the cost model uses.
   std::map<std::string, std::string> inPaths, outPaths;
   std::vector<std::string> inNames, outNames;

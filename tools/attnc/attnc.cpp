@@ -23,7 +23,7 @@ const char* kUsage =
     "  --target=T        'host' (default) or a Halide target string, e.g. x86-64-linux-avx2-fma or\n"
     "                    x86-64-linux-cuda-cuda_capability_80 (CUDA: capability 80 or 86, always spelt)\n"
     "  --schedule=S      auto (default), none, or a rule name (cpu-sample, cpu-dense, cpu-window, cpu-generic;\n"
-    "                    cuda-dense, cuda-generic for CUDA targets)\n"
+    "                    cuda-sample, cuda-dense, cuda-window, cuda-generic for CUDA targets)\n"
     "  --kernel=NAME     kernel to compile when the file has several\n"
     "  --function-name=F C symbol of the compiled kernel (default: the kernel name)\n"
     "  -D NAME=VALUE     override a kernel constant\n"

@@ -24,4 +24,21 @@ bool findDensePattern(LoweredKernel& k, DensePattern* pat);
 // Names of the kernel inputs that `e` reads with `var` somewhere in their coordinates.
 std::vector<std::string> inputsReadWithVar(const LoweredKernel& k, const Halide::Expr& e, const std::string& var);
 
+// One windowed softmax: its parts (scores, their nested reductions, max, exp, sum, p) and the
+// Funcs that read p (the window aggregation, e.g. o = sum_{u,t} p * v).
+struct WindowPattern {
+  std::vector<LoweredFunc*> parts;
+  std::vector<LoweredFunc*> consumers;
+  std::string rowVar; // the innermost non-window index of p (the map's width)
+};
+
+// A softmax whose axes all have small constant extents (at most 256 points) whose parts only its
+// single consumer reads (schedules/cpu/window.cpp).
+bool findWindow(LoweredKernel& k, WindowPattern* w);
+
+// Funcs that sample: a sum over sampling points, or a pointwise sample, whose gathers (reads at
+// coordinates computed from data, e.g. ifloor of a location) all read along the Func's innermost
+// index (schedules/cpu/sample.cpp).
+std::vector<LoweredFunc*> findSampling(LoweredKernel& k);
+
 } // namespace attnc

@@ -35,6 +35,8 @@ void scheduleGenericFunc(LoweredFunc& f, const Halide::Target& t);
 // dimension, reduction loops inside each thread), and one stage scheduled that way with the
 // given thread tile.
 std::unique_ptr<ScheduleRule> makeCudaDenseRule();
+std::unique_ptr<ScheduleRule> makeCudaWindowRule();
+std::unique_ptr<ScheduleRule> makeCudaSampleRule();
 std::unique_ptr<ScheduleRule> makeCudaGenericRule();
 void scheduleCudaGenericFunc(LoweredFunc& f, const Halide::Target& t);
 void scheduleCudaStage(Halide::Stage st, const LoweredFunc& f, int tileX, int tileY);

@@ -1,0 +1,78 @@
+// CUDA schedule for windowed attention: one thread per query pixel, its w x w window in registers.
+#include "attnc/Patterns.h"
+#include "attnc/Schedule.h"
+
+#include <algorithm>
+
+namespace attnc {
+namespace {
+
+namespace H = Halide;
+
+// Threads along the map's width (the row index, contiguous between neighbouring queries in the
+// [B, H, W, C] maps the bundled variants use) and down its height; 32 x 8 per block.
+constexpr int kRowThreads = 32, kColThreads = 8;
+
+class CudaWindowRule : public ScheduleRule {
+public:
+  std::string name() const override { return "cuda-window"; }
+  int priority() const override { return 5; }
+  bool applies(const LoweredKernel& k, const H::Target& t) const override {
+    WindowPattern w;
+    return t.has_feature(H::Target::CUDA) && findWindow(const_cast<LoweredKernel&>(k), &w);
+  }
+
+  void apply(LoweredKernel& k, const H::Target& t) const override {
+    WindowPattern w;
+    findWindow(k, &w);
+    for (LoweredFunc& f : k.funcs)
+      if (std::find(w.parts.begin(), w.parts.end(), &f) == w.parts.end()) scheduleCudaGenericFunc(f, t);
+    // The window's statistics (row max, sum, the scores' nested reductions): a thread per query
+    // pixel, looping over its window offsets, rather than threads along the offsets (3 of 32
+    // lanes busy). exp(score - max) is recomputed where it is read: cheaper than storing the
+    // whole window of every pixel in global memory.
+    for (LoweredFunc* f : w.parts) {
+      if (f->role == FuncRole::SoftmaxScore || f->role == FuncRole::SoftmaxExp) continue; // inlined
+      auto row = std::find(f->varNames.begin(), f->varNames.end(), w.rowVar);
+      if (row == f->varNames.end() || row == f->varNames.begin()) {
+        scheduleCudaGenericFunc(*f, t);
+        continue;
+      }
+      const size_t r = row - f->varNames.begin();
+      f->func.compute_root();
+      for (int s = 0; s <= f->func.num_update_definitions(); ++s)
+        scheduleRows(s == 0 ? H::Stage(f->func) : f->func.update(s - 1), *f, r, s > 0);
+    }
+  }
+
+private:
+  // Threads over (vars[r], vars[r - 1]); indices after r (window offsets) and reduction indices
+  // run inside each thread; indices before r - 1 fuse onto the grid's third dimension.
+  static void scheduleRows(H::Stage st, const LoweredFunc& f, size_t r, bool update) {
+    const std::string& n = f.name;
+    H::Var bx(n + "_bx"), by(n + "_by"), tx(n + "_tx"), ty(n + "_ty");
+    st.gpu_tile(f.vars[r], f.vars[r - 1], bx, by, tx, ty, kRowThreads, kColThreads, H::TailStrategy::GuardWithIf);
+    std::vector<H::VarOrRVar> order;
+    if (update)
+      for (const H::RVar& v : f.rvars) order.push_back(v);
+    for (size_t i = f.vars.size(); i-- > r + 1;) order.push_back(f.vars[i]);
+    order.insert(order.end(), {tx, ty, bx, by});
+    if (r >= 2) {
+      H::VarOrRVar outer = f.vars[0];
+      for (size_t i = 1; i + 1 < r; ++i) {
+        H::Var fused(n + "_bz" + std::to_string(i));
+        st.fuse(f.vars[i], outer, fused);
+        outer = fused;
+      }
+      st.gpu_blocks(outer);
+      order.push_back(outer);
+    }
+    st.reorder(order);
+  }
+};
+
+} // namespace
+
+std::unique_ptr<ScheduleRule> makeCudaWindowRule() { return std::make_unique<CudaWindowRule>(); }
+
+} // namespace attnc
