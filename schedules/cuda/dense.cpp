@@ -14,6 +14,8 @@ namespace H = Halide;
 // instead of 16 times from global memory; 2 x 16 x 16 floats = 2 KiB per block, so many blocks
 // fit on an SM (48 KiB of shared memory and more per SM on sm_80/86/90).
 constexpr int kTile = 16;
+// Output rows per thread in the tiled contractions (register blocking).
+constexpr int kRowsPerThread = 4;
 // A warp's width: softmax statistics reduce a row with 32 lanes and warp shuffles.
 constexpr int kWarp = 32;
 // Rows of the softmax per block: 8 warps.
@@ -75,13 +77,17 @@ private:
     for (auto& b : batch(init)) init.gpu_blocks(b);
 
     H::Stage upd = C.func.update();
+    // Register blocking: 16 x 4 threads, each accumulating kRowsPerThread rows of the tile
+    // (unrolled), so every value it loads from shared memory along j serves 4 rows.
+    H::Var it(nm + "_it"), ir(nm + "_ir");
     upd.split(i, io, ii, kTile, H::TailStrategy::GuardWithIf)
         .split(j, jo, ji, kTile, H::TailStrategy::GuardWithIf)
-        .split(r, ro, ri, kTile, H::TailStrategy::GuardWithIf);
-    std::vector<H::VarOrRVar> order{ri, ji, ii, ro, jo, io};
+        .split(r, ro, ri, kTile, H::TailStrategy::GuardWithIf)
+        .split(ii, it, ir, kRowsPerThread, H::TailStrategy::GuardWithIf);
+    std::vector<H::VarOrRVar> order{ir, ri, ji, it, ro, jo, io};
     std::vector<H::VarOrRVar> b = batch(upd);
     order.insert(order.end(), b.begin(), b.end());
-    upd.reorder(order).gpu_threads(ji, ii);
+    upd.reorder(order).unroll(ir).gpu_threads(ji, it);
     if (b.empty()) upd.gpu_blocks(jo, io);
     else upd.gpu_blocks(jo, io, b[0]);
 
