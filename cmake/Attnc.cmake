@@ -15,6 +15,16 @@
 # `attnc_kernels::<function>()`) on the include path.
 find_package(Threads REQUIRED)
 
+# The compiler and the runtime library: this project's own targets in its build tree, the
+# imported attnc::attnc and attnc::runtime when used through find_package(attnc).
+if(TARGET attnc::attnc)
+  set(_ATTNC_COMPILER attnc::attnc)
+  set(_ATTNC_RUNTIME attnc::runtime)
+else()
+  set(_ATTNC_COMPILER attnc)
+  set(_ATTNC_RUNTIME attnc_runtime)
+endif()
+
 # The Halide runtime for one target (attnc --emit=runtime), built once per build tree: kernels are
 # compiled without it (--no-runtime), so a program linking many kernels has one copy of its state
 # (thread pool, CUDA context, error handler) per target. Sets <out_var> to the INTERFACE target.
@@ -26,8 +36,8 @@ function(_attnc_halide_runtime target out_var)
     add_custom_command(
       OUTPUT "${dir}/halide_runtime.a"
       COMMAND ${CMAKE_COMMAND} -E make_directory "${dir}"
-      COMMAND $<TARGET_FILE:attnc> --emit=runtime --target=${target} -o "${dir}/halide_runtime"
-      DEPENDS attnc
+      COMMAND $<TARGET_FILE:${_ATTNC_COMPILER}> --emit=runtime --target=${target} -o "${dir}/halide_runtime"
+      DEPENDS ${_ATTNC_COMPILER}
       COMMENT "attnc: Halide runtime for ${target}"
       VERBATIM)
     add_custom_target(${rt}_gen DEPENDS "${dir}/halide_runtime.a")
@@ -78,8 +88,8 @@ function(attnc_add_library name)
   add_custom_command(
     OUTPUT "${prefix}.a" "${prefix}.h" "${prefix}.attnc.h"
     COMMAND ${CMAKE_COMMAND} -E make_directory "${dir}"
-    COMMAND $<TARGET_FILE:attnc> "${src}" --emit=lib -o "${prefix}" --depfile=${prefix}.d --no-runtime ${flags}
-    DEPENDS attnc "${src}"
+    COMMAND $<TARGET_FILE:${_ATTNC_COMPILER}> "${src}" --emit=lib -o "${prefix}" --depfile=${prefix}.d --no-runtime ${flags}
+    DEPENDS ${_ATTNC_COMPILER} "${src}"
     DEPFILE "${prefix}.d"
     COMMENT "attnc: compiling ${ARG_SOURCE} for ${ARG_TARGETS}"
     VERBATIM)
@@ -89,7 +99,7 @@ function(attnc_add_library name)
   target_include_directories(${name} INTERFACE "${dir}")
   _attnc_halide_runtime(${ARG_TARGETS} halide_rt)
   # attnc_runtime first: its halide_error replaces the Halide runtime's (weak) one.
-  target_link_libraries(${name} INTERFACE "${prefix}.a" attnc_runtime ${halide_rt} Threads::Threads ${CMAKE_DL_LIBS})
+  target_link_libraries(${name} INTERFACE "${prefix}.a" ${_ATTNC_RUNTIME} ${halide_rt} Threads::Threads ${CMAKE_DL_LIBS})
 endfunction()
 
 # attnc_add_twin(<name> <library> TARGET <halide-target> [SUFFIX <s>]): the kernel of
