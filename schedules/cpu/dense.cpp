@@ -61,17 +61,32 @@ public:
     fuseBatch(upd);
     H::LoopLevel tile(o, io);
 
-    // Scores for one tile of query rows against every key.
+    // Scores for one tile of query rows against every key (under a mask bound, every key that
+    // one of its rows may see).
     LoweredFunc& S = *pat.score;
     H::Var si = S.vars[n - 2], sj = S.vars[n - 1];
     H::RVar d = S.rvars[0];
     H::Var jo("jo"), ji("ji");
     S.func.compute_at(tile).vectorize(sj, vec, H::TailStrategy::GuardWithIf);
-    S.func.update()
-        .split(sj, jo, ji, keyBlock, H::TailStrategy::GuardWithIf)
-        .reorder(ji, si, d, jo)
-        .vectorize(ji, vec)
-        .unroll(si);
+    H::Stage su = S.func.update();
+    su.split(sj, jo, ji, keyBlock, H::TailStrategy::GuardWithIf);
+    const bool bounded = O.maskBounded || std::any_of(pat.softmax.begin(), pat.softmax.end(),
+                                                      [](const LoweredFunc* f) { return f->maskBounded; });
+    if (!bounded) {
+      su.reorder(ji, si, d, jo).vectorize(ji, vec).unroll(si);
+    } else {
+      // A mask bound (attn.bounds, e.g. causal) gives each tile its own key range, and Halide
+      // derives from the bound which of the tile's rows need scores at all, so their count is no
+      // longer a constant it can unroll: the rows are split by `rows`, with a guard each. The
+      // per-tile key range also makes Halide's main loop the one over all tiles but the last,
+      // where it would not split the key blocks into full blocks and a tail by itself.
+      H::Var sio("sio"), sii("sii");
+      su.split(si, sio, sii, rows, H::TailStrategy::GuardWithIf)
+          .reorder(ji, sii, d, jo, sio)
+          .vectorize(ji, vec)
+          .unroll(sii)
+          .partition(jo, H::Partition::Always);
+    }
     // K is read along the key axis; a per-head transposed copy makes those reads contiguous.
     for (KernelParam& in : k.inputs) {
       if (in.name != pat.keyInput) continue;

@@ -34,6 +34,9 @@ struct LoweredFunc {
   std::vector<Halide::RVar> rvars;
   std::string reduceKind;      // "sum" / "max" / "min" for reductions
   std::vector<int> softmaxAxes; // Softmax parts: positions of the axes in the definition's indices
+  // Its reduction runs over part of its domain only: a mask bound (attn.bounds) became an RDom
+  // predicate, from which Halide derives loop bounds that depend on the outer indices.
+  bool maskBounded = false;
   bool isOutput = false;
   // Names of the kernel inputs and Funcs it reads, so rules can find producers and consumers.
   std::vector<std::string> reads;

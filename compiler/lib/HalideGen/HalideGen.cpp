@@ -3,6 +3,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/AffineMap.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -94,8 +95,16 @@ public:
       p.param = H::ImageParam(isFloat ? H::Float(32) : H::Int(32), (int)tt.getRank(), p.name);
       for (StringRef d : kernel.getInputDims(i)) p.dims.push_back(d.str());
       p.isFloat = isFloat;
+      // DSL tensors are indexed from 0 and the runtime passes every buffer with min 0. Saying so
+      // lets Halide drop the min arithmetic and see that a tile of rows keeps a constant extent
+      // when mask bounds (attn.bounds) also imply i >= 0.
+      for (int d = 0; d < p.param.dimensions(); ++d) p.param.dim(d).set_min(0);
       inputIndex_[entry.getArgument(i)] = (int)out_.inputs.size();
       out_.inputs.push_back(p);
+    }
+    for (auto dim : entry.getOps<attn::DimOp>()) {
+      Env env;
+      sizes_[dim.getSize().str()] = eval(dim.getResult(), env);
     }
     // Outputs carry the data checks (below), so they are known before definitions are lowered.
     if (auto ret = dyn_cast<attn::ReturnOp>(entry.getTerminator()))
@@ -122,6 +131,16 @@ public:
           for (StringRef d : kernel.getOutputDims(i)) dims.push_back(d.str());
           out_.outputDims.push_back(dims);
           out_.outputIsFloat.push_back(cast<RankedTensorType>(v.getType()).getElementType().isF32());
+          // The runtime checks every output's shape against the sizes bound from the inputs;
+          // saying so lets Halide compare an output's extent with the inputs' (a causal
+          // tile's keys j <= i then end inside k without a clamp to k's extent).
+          H::OutputImageParam ob = f->func.output_buffer();
+          int rank = f->func.dimensions();
+          for (int d = 0; d < rank; ++d) {
+            ob.dim(d).set_min(0);
+            const std::string& size = dims[rank - 1 - d];
+            if (auto it = sizes_.find(size); it != sizes_.end()) ob.dim(d).set_extent(it->second);
+          }
         }
       }
     }
@@ -176,6 +195,7 @@ private:
   }
   llvm::DenseMap<Value, int> inputIndex_;
   llvm::DenseMap<Value, std::string> funcNames_;
+  std::map<std::string, H::Expr> sizes_; // by size name, for attn.bounds
   std::map<std::string, int> partCounter_;
   std::vector<std::string>* reads_ = nullptr;
   struct NestedReduce {
@@ -207,6 +227,82 @@ private:
     return H::RDom(H::Internal::ReductionDomain(rvs));
   }
 
+  // An affine bound of attn.bounds in Halide; undefined if it uses a dimension without a value.
+  H::Expr affine(AffineExpr e, const std::vector<H::Expr>& dims, ArrayAttr sizes) {
+    switch (e.getKind()) {
+    case AffineExprKind::Constant: return H::Expr((int32_t)cast<AffineConstantExpr>(e).getValue());
+    case AffineExprKind::DimId: {
+      unsigned d = cast<AffineDimExpr>(e).getPosition();
+      return d < dims.size() ? dims[d] : H::Expr();
+    }
+    case AffineExprKind::SymbolId: {
+      auto it = sizes_.find(cast<StringAttr>(sizes[cast<AffineSymbolExpr>(e).getPosition()]).getValue().str());
+      return it == sizes_.end() ? H::Expr() : it->second;
+    }
+    default: break;
+    }
+    auto b = cast<AffineBinaryOpExpr>(e);
+    H::Expr l = affine(b.getLHS(), dims, sizes), r = affine(b.getRHS(), dims, sizes);
+    if (!l.defined() || !r.defined()) return H::Expr();
+    // The verifier admits only positive constant divisors, where Halide's Euclidean division
+    // and modulo are the floored ones of affine maps.
+    switch (e.getKind()) {
+    case AffineExprKind::Add: return l + r;
+    case AffineExprKind::Mul: return l * r;
+    case AffineExprKind::FloorDiv: return l / r;
+    case AffineExprKind::CeilDiv: return (l + r - 1) / r;
+    case AffineExprKind::Mod: return l % r;
+    default: return H::Expr();
+    }
+  }
+
+  // Restricts `r` to the attn.bounds of `op` (a softmax or a reduction): index `i` of the bounds is
+  // RDom dimension `rdomDim[i]` (-1: none), and the maps' dimensions take the values `dims`.
+  // Returns whether it added a predicate.
+  // Points outside the bounds are masked (softmax) or add zero (sums), so skipping them changes
+  // no result; Halide turns these predicates into loop bounds that depend on the outer indices.
+  bool restrictToBounds(H::RDom& r, Operation* op, const std::vector<int>& rdomDim, const std::vector<H::Expr>& dims) {
+    auto entries = op->getAttrOfType<ArrayAttr>(attn::kBoundsAttr);
+    if (!entries) return false;
+    H::Expr pred;
+    auto add = [&](H::Expr c) { pred = pred.defined() ? pred && c : c; };
+    for (Attribute a : entries) {
+      auto entry = cast<DictionaryAttr>(a);
+      int64_t index = entry.getAs<IntegerAttr>("index").getInt();
+      if (index >= (int64_t)rdomDim.size() || rdomDim[index] < 0) continue;
+      H::RVar x = r[rdomDim[index]];
+      auto sizes = entry.getAs<ArrayAttr>("sizes");
+      for (StringRef side : {"lower", "upper"}) {
+        auto map = entry.getAs<AffineMapAttr>(side);
+        if (!map) continue;
+        for (AffineExpr e : map.getValue().getResults()) {
+          H::Expr b = affine(e, dims, sizes);
+          if (b.defined()) add(side == "lower" ? H::Expr(x) >= b : H::Expr(x) < b);
+        }
+      }
+    }
+    if (pred.defined()) r.where(pred);
+    return pred.defined();
+  }
+
+  static Operation* enclosingDefinition(Operation* op) {
+    for (Operation* p = op->getParentOp(); p; p = p->getParentOp())
+      if (isa<attn::DefineOp, attn::SoftmaxOp>(p)) return p;
+    return nullptr;
+  }
+
+  // A reduction's bounds: its indices are the RDom's dimensions, the maps' dimensions are the
+  // indices of its enclosing definition as `env` has them.
+  bool restrictReduction(H::RDom& r, attn::ReduceOp red, Env& env) {
+    Operation* def = enclosingDefinition(red);
+    if (!def) return false;
+    std::vector<H::Expr> dims;
+    for (BlockArgument a : def->getRegion(0).front().getArguments()) dims.push_back(env.lookup(a));
+    std::vector<int> rdomDim;
+    for (int i = 0; i < r.dimensions(); ++i) rdomDim.push_back(i);
+    return restrictToBounds(r, red, rdomDim, dims);
+  }
+
   static H::Expr castTo(Type t, H::Expr e) {
     if (t.isF32()) return H::cast<float>(e);
     if (t.isInteger(1)) return e;
@@ -234,6 +330,7 @@ private:
       // The whole body is one reduction: the definition itself is the reduction Func, so
       // schedules see `o` with its reduction index rather than a hidden helper.
       H::RDom r = makeRDom(red.getExtents(), red.getIndices(), env, name);
+      lf.maskBounded = restrictReduction(r, red, env);
       Env inner = env;
       for (unsigned i = 0; i < red.getBody().getNumArguments(); ++i) inner[red.getBody().getArgument(i)] = r[i];
       H::Expr v = castTo(elem, eval(cast<attn::YieldOp>(red.getBody().front().getTerminator()).getValues()[0], inner));
@@ -305,8 +402,14 @@ private:
       return lf;
     };
 
+    // Index position -> RDom dimension, for the bounds on the axes (attn.bounds).
+    std::vector<int> axisDim(vars.size(), -1);
+    for (size_t k = 0; k < axes.size(); ++k) axisDim[axes[k]] = (int)k;
+    std::vector<H::Expr> dims = toExprs(vars);
+
     LoweredFunc mx = reductionPart("max", FuncRole::SoftmaxMax, "max");
     H::RDom rm = makeRDom(axisExtents, ArrayAttr::get(op.getContext(), axisNames), env, mx.name);
+    mx.maskBounded = restrictToBounds(rm, op, axisDim, dims);
     mx.func(rows) = H::Float(32).min();
     mx.func(rows) = H::max(mx.func(rows), score.func(atAxes(rm)));
     for (int i = 0; i < rm.dimensions(); ++i) mx.rvars.push_back(rm[i]);
@@ -325,6 +428,7 @@ private:
 
     LoweredFunc sm = reductionPart("sum", FuncRole::SoftmaxSum, "sum");
     H::RDom rs = makeRDom(axisExtents, ArrayAttr::get(op.getContext(), axisNames), env, sm.name);
+    sm.maskBounded = restrictToBounds(rs, op, axisDim, dims);
     sm.func(rows) = 0.0f;
     sm.func(rows) += ex.func(atAxes(rs));
     for (int i = 0; i < rs.dimensions(); ++i) sm.rvars.push_back(rs[i]);
@@ -425,6 +529,9 @@ private:
       if (!callArgs.back().defined()) unsupported(op, "reduction uses an index that is not in scope");
     }
     H::RDom r = makeRDom(op.getExtents(), op.getIndices(), env, name);
+    // The helper Func's own variables stand for the enclosing indices; an index it does not
+    // capture has no value there, and a bound using it is left out.
+    lf.maskBounded = restrictReduction(r, op, inner);
     for (unsigned i = 0; i < op.getBody().getNumArguments(); ++i) inner[op.getBody().getArgument(i)] = r[i];
     std::vector<std::string>* savedReads = reads_;
     reads_ = &lf.reads;
@@ -646,6 +753,10 @@ std::string printAlgorithm(const LoweredKernel& k) {
         os << "  where ";
         for (size_t i = 0; i < rvs.size(); ++i)
           os << (i ? ", " : "") << rvs[i].name() << " in [" << rvs[i].min() << ", " << rvs[i].min() << " + " << rvs[i].extent() << ")";
+        // Bounds from a softmax mask (attn.bounds) restrict the domain further.
+        H::Internal::ReductionDomain dom = rvs[0].domain();
+        H::Expr pred = dom.defined() ? dom.predicate() : H::Expr();
+        if (pred.defined() && !H::Internal::is_const_one(pred)) os << " if " << pred;
       }
       os << "\n";
     }

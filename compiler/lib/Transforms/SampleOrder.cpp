@@ -655,7 +655,10 @@ struct SampleOrderPass : public PassWrapper<SampleOrderPass, OperationPass<Modul
 
 std::unique_ptr<Pass> createSampleOrderPass(SampleOrder order) { return std::make_unique<SampleOrderPass>(order); }
 
-void registerAttnPasses() { PassRegistration<SampleOrderPass>(); }
+void registerAttnPasses() {
+  PassRegistration<SampleOrderPass>();
+  registerPass([] { return createMaskBoundsPass(); });
+}
 
 LogicalResult runPassPipeline(ModuleOp module, const PipelineOptions& opts) {
   if (!opts.estimates.empty()) {
@@ -671,6 +674,8 @@ LogicalResult runPassPipeline(ModuleOp module, const PipelineOptions& opts) {
   }
   PassManager pm(module.getContext());
   pm.addPass(createSampleOrderPass(opts.sampleOrder));
+  // After the sampling order: a rewrite there may move the sums that mask bounds annotate.
+  pm.addPass(createMaskBoundsPass());
   return pm.run(module);
 }
 

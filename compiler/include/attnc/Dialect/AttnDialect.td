@@ -14,6 +14,8 @@ def Attn_Dialect : Dialect {
   }];
   let cppNamespace = "::attnc::attn";
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::math::MathDialect"];
+  // attn.bounds (attnc/Dialect/AttnDialect.h) is checked wherever it appears.
+  let hasOperationAttrVerify = 1;
 }
 
 class Attn_Op<string mnemonic, list<Trait> traits = []> : Op<Attn_Dialect, mnemonic, traits>;

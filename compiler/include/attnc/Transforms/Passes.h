@@ -30,6 +30,13 @@ bool parseSampleOrder(const std::string& s, SampleOrder* out);
 // costs in an `attn.sample_order` attribute, so `--emit=mlir` shows it.
 std::unique_ptr<mlir::Pass> createSampleOrderPass(SampleOrder order = SampleOrder::Auto);
 
+// attn-mask-bounds: for each softmax axis with a symbolic extent, the conjuncts of its mask that
+// bound the axis affinely in the other indices and the sizes (`j <= i`, `j >= i - w`,
+// `j <= i + Nk - Nq`) become an `attn.bounds` attribute on the softmax; a sum whose body is zero
+// wherever such a softmax is zero (`sum(j) p(.., j) * v(.., j, e)`) gets the bounds carried over
+// to its index. HalideGen restricts those reductions to the bounds (docs/language.md §9).
+std::unique_ptr<mlir::Pass> createMaskBoundsPass();
+
 // Registers the attn passes with MLIR's pass registry (for attn-opt).
 void registerAttnPasses();
 
