@@ -51,6 +51,7 @@ endfunction()
 function(attnc_add_library name)
   # Kept so that a build of the same kernel for another target can be derived (attnc_add_twin).
   set_property(GLOBAL PROPERTY _ATTNC_LIBRARY_ARGS_${name} "${ARGN}")
+  set_property(GLOBAL APPEND PROPERTY _ATTNC_ALL_LIBRARIES ${name})
   cmake_parse_arguments(ARG "" "SOURCE;KERNEL;FUNCTION_NAME;SCHEDULE;SAMPLE_ORDER" "TARGETS;DEFINES;SIZES" ${ARGN})
   if(NOT ARG_SOURCE)
     message(FATAL_ERROR "attnc_add_library(${name}): SOURCE is required")
