@@ -1,0 +1,277 @@
+// attn-bench's framework: agreement first, then median timings, for every implementation of a case.
+#include "bench.h"
+
+#include "torch_baseline.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+namespace attn_bench {
+
+size_t Tensor::numel() const {
+  size_t n = 1;
+  for (int64_t d : shape) n *= (size_t)d;
+  return n;
+}
+
+attnc::TensorView Tensor::view() {
+  return isInt ? attnc::TensorView::i32(i.data(), shape) : attnc::TensorView::f32(f.data(), shape);
+}
+
+Tensor Tensor::randn(std::vector<int64_t> shape, unsigned seed, float mean, float stddev) {
+  Tensor t;
+  t.shape = std::move(shape);
+  t.f.resize(t.numel());
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(mean, stddev);
+  for (float& x : t.f) x = d(rng);
+  return t;
+}
+
+Tensor Tensor::uniform(std::vector<int64_t> shape, unsigned seed, float lo, float hi) {
+  Tensor t;
+  t.shape = std::move(shape);
+  t.f.resize(t.numel());
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  for (float& x : t.f) x = d(rng);
+  return t;
+}
+
+Tensor Tensor::ints(std::vector<int64_t> shape, std::vector<int32_t> values) {
+  Tensor t;
+  t.shape = std::move(shape);
+  t.i = std::move(values);
+  t.isInt = true;
+  return t;
+}
+
+Tensor Tensor::zeros(std::vector<int64_t> shape) {
+  Tensor t;
+  t.shape = std::move(shape);
+  t.f.assign(t.numel(), 0.f);
+  return t;
+}
+
+double loadAverage() {
+  std::ifstream f("/proc/loadavg");
+  double l = -1;
+  if (!(f >> l)) return -1;
+  return l;
+}
+
+namespace {
+
+// The agreement check guards against a broken build or miswired inputs (errors of order one),
+// not against rounding: the numerics tests hold the kernels to fp64 references. fp32 results of
+// these sizes differ from the plain fp32 reference by ~1e-6 of their magnitude; 1e-4 leaves room
+// for long sums (SDPA's 2048 keys) without letting a wrong result through.
+constexpr double kRelTolerance = 1e-4;
+
+double seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+double maxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::abs((double)a[i] - (double)b[i]);
+    if (std::isnan(d)) return INFINITY;
+    m = std::max(m, d);
+  }
+  return m;
+}
+
+// One implementation: how to run it once (its output lands in `out`).
+struct Runner {
+  ImplResult res;
+  std::function<void()> run; // empty for the PyTorch baseline, which runs and times itself
+  std::vector<float> out;
+  double firstSeconds = 0;
+};
+
+// The median of the timed runs. The first (agreement) run is the warm-up: page faults, the thread
+// pool's start. Where it alone took longer than the budget, it is also the only sample (a cold
+// run of a multi-second naive baseline differs from a warm one by far less than the noise).
+void timeRunner(Runner& r, const Options& o) {
+  if (r.firstSeconds >= o.budget) {
+    r.res.seconds = r.firstSeconds;
+    r.res.runs = 1;
+    r.res.note = "one run (the agreement run) exceeded the time budget";
+    return;
+  }
+  std::vector<double> t;
+  double total = 0;
+  const int minRuns = std::min(3, o.reps);
+  while ((int)t.size() < o.reps && !(total >= o.budget && (int)t.size() >= minRuns)) {
+    const auto a = std::chrono::steady_clock::now();
+    r.run();
+    const auto b = std::chrono::steady_clock::now();
+    t.push_back(seconds(a, b));
+    total += t.back();
+  }
+  std::sort(t.begin(), t.end());
+  const size_t n = t.size();
+  r.res.seconds = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+  r.res.runs = (int)n;
+}
+
+std::string rateText(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, v >= 100 ? "%.0f" : v >= 10 ? "%.1f" : "%.2f", v);
+  return buf;
+}
+
+} // namespace
+
+CaseResult runCase(Case& c, const Options& o) {
+  CaseResult r;
+  r.variant = c.variant;
+  r.shape = c.shape;
+  r.flopFormula = c.flopFormula;
+  r.memoryBound = c.memoryBound;
+  r.flops = c.flops;
+  r.bytes = c.bytes;
+  r.notes = c.notes;
+  r.loadBefore = loadAverage();
+  std::printf("== %s  %s  (%s-bound; %s = %.3g GFLOP; %.3g MB compulsory traffic; load %.2f)\n", c.variant.c_str(),
+              c.shape.c_str(), c.memoryBound ? "memory" : "compute", c.flopFormula.c_str(), c.flops * 1e-9,
+              c.bytes * 1e-6, r.loadBefore);
+  std::fflush(stdout);
+
+  std::vector<attnc::TensorView> ins;
+  for (Tensor& t : c.inputs) ins.push_back(t.view());
+  size_t outN = 1;
+  for (int64_t d : c.outShape) outN *= (size_t)d;
+  const std::string all = std::to_string(o.threads);
+
+  std::vector<Runner> runners;
+  auto addKernel = [&](const std::string& name, const std::string& kind, const attnc::KernelDesc* k,
+                       const std::string& threads) {
+    Runner rn;
+    rn.res = {name, kind, threads};
+    rn.out.assign(outN, NAN);
+    const size_t at = runners.size();
+    rn.run = [&, at, k] {
+      Runner& self = runners[at];
+      attnc::Status st = attnc::call(*k, ins, {attnc::TensorView::f32(self.out.data(), c.outShape)});
+      if (!st.ok()) {
+        // A failing call is a wrong result: NaN everywhere makes the agreement check say so.
+        if (self.res.note.empty()) self.res.note = "call failed: " + st.message();
+        std::fill(self.out.begin(), self.out.end(), NAN);
+      }
+    };
+    runners.push_back(std::move(rn));
+  };
+  auto addCpp = [&](const std::string& name, const std::string& kind, std::function<std::vector<float>()> fn) {
+    Runner rn;
+    rn.res = {name, kind, "1"};
+    const size_t at = runners.size();
+    rn.run = [&runners, at, fn] { runners[at].out = fn(); };
+    runners.push_back(std::move(rn));
+  };
+
+  addKernel("attnc (auto)", "attnc", c.kernel, all);
+  addCpp("naive C++ reference", "reference", c.reference);
+  if (c.unscheduled)
+    addKernel("attnc (none)", "unscheduled", c.unscheduled, "1");
+  else {
+    Runner rn;
+    rn.res = {"attnc (none)", "unscheduled", "1"};
+    rn.res.note = c.unscheduledNote.empty() ? "not timed at this shape (too slow unscheduled)" : c.unscheduledNote;
+    runners.push_back(std::move(rn));
+  }
+  for (auto& [name, k] : c.schedules) addKernel("attnc (" + name + ")", "schedule", k, all);
+  for (auto& [name, fn] : c.cpp) addCpp(name, "cpp", fn);
+  if (o.torch) {
+    Runner rn;
+    rn.res = {"PyTorch " + o.torch->version(), "torch", ""};
+    if (c.torchEntry.empty()) rn.res.note = "no PyTorch formulation of this variant in torch_baseline.py";
+    runners.push_back(std::move(rn));
+  }
+
+  // Agreement: every implementation once, compared with the reference's output.
+  const size_t refAt = 1;
+  for (size_t i : std::vector<size_t>{refAt, 0}) {
+    const auto a = std::chrono::steady_clock::now();
+    runners[i].run();
+    runners[i].firstSeconds = seconds(a, std::chrono::steady_clock::now());
+  }
+  for (size_t i = 2; i < runners.size(); ++i) {
+    Runner& rn = runners[i];
+    if (rn.res.kind == "torch") {
+      if (c.torchEntry.empty()) continue;
+      std::vector<std::string> names;
+      for (int k = 0; k < c.kernel->num_inputs; ++k) names.push_back(c.kernel->inputs[k].name);
+      TorchBaseline::Result tr;
+      std::string err;
+      if (!o.torch->run(c.torchEntry, c.torchConsts, names, c.inputs, c.outShape, o, &tr, &err)) {
+        // PyTorch's own failure (a version without an op, say) is no disagreement of ours.
+        rn.res.note = err;
+        continue;
+      }
+      rn.out = std::move(tr.out);
+      rn.res.seconds = tr.seconds;
+      rn.res.runs = tr.runs;
+      rn.res.threads = std::to_string(tr.threads);
+      continue;
+    }
+    if (!rn.run) continue;
+    const auto a = std::chrono::steady_clock::now();
+    rn.run();
+    rn.firstSeconds = seconds(a, std::chrono::steady_clock::now());
+  }
+  const std::vector<float>& ref = runners[refAt].out;
+  double refMax = 0;
+  for (float v : ref) refMax = std::max(refMax, (double)std::abs(v));
+  r.tolerance = kRelTolerance * std::max(1.0, refMax);
+  std::printf("   max|diff| vs the naive C++ reference (tolerance %.1e):", r.tolerance);
+  for (Runner& rn : runners) {
+    if (rn.res.kind == "reference" || rn.out.empty()) continue;
+    rn.res.maxDiff = maxAbsDiff(rn.out, ref);
+    const bool ok = rn.res.maxDiff <= r.tolerance;
+    r.agree &= ok;
+    std::printf("  %s %.2g%s", rn.res.name.c_str(), rn.res.maxDiff, ok ? "" : " (DISAGREES)");
+  }
+  std::printf("\n");
+  if (!r.agree) {
+    for (Runner& rn : runners)
+      if (!rn.res.note.empty()) std::printf("   %s: %s\n", rn.res.name.c_str(), rn.res.note.c_str());
+    std::printf("   not timed: an implementation disagrees with the reference\n\n");
+    for (Runner& rn : runners) r.impls.push_back(rn.res);
+    r.loadAfter = loadAverage();
+    return r;
+  }
+
+  // Timing, the kernel under test first.
+  for (Runner& rn : runners)
+    if (rn.run && (rn.res.maxDiff >= 0 || rn.res.kind == "reference")) timeRunner(rn, o);
+  const double base = runners[0].res.seconds;
+  std::printf("   %-34s %5s %11s %5s %9s %7s %8s %8s\n", "implementation", "thr", "median ms", "runs", "GFLOP/s", "%peak",
+              "GB/s", "t/t_auto");
+  for (Runner& rn : runners) {
+    const ImplResult& x = rn.res;
+    if (x.runs == 0) {
+      if (x.kind != "torch" || !x.note.empty())
+        std::printf("   %-34s %5s   %s\n", x.name.c_str(), x.threads.c_str(), x.note.c_str());
+      continue;
+    }
+    const double gf = c.flops / x.seconds * 1e-9, gb = c.bytes / x.seconds * 1e-9;
+    std::printf("   %-34s %5s %11.3f %5d %9s %6.1f%% %8s %8.2f\n", x.name.c_str(), x.threads.c_str(), x.seconds * 1e3,
+                x.runs, rateText(gf).c_str(), o.peakGflops > 0 ? 100 * gf / o.peakGflops : 0.0, rateText(gb).c_str(),
+                x.seconds / base);
+  }
+  for (const std::string& n : c.notes) std::printf("   note: %s\n", n.c_str());
+  std::printf("\n");
+  std::fflush(stdout);
+  for (Runner& rn : runners) r.impls.push_back(rn.res);
+  r.loadAfter = loadAverage();
+  return r;
+}
+
+} // namespace attn_bench

@@ -1,0 +1,94 @@
+// attn-bench's framework: inputs, one benchmark case (a variant at one shape), and its run.
+#pragma once
+
+#include "attnc/runtime.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace attn_bench {
+
+class TorchBaseline;
+
+// A kernel input (f32 or i32, C order), kept by the case so every implementation reads the same data.
+struct Tensor {
+  std::vector<int64_t> shape;
+  std::vector<float> f;
+  std::vector<int32_t> i; // used instead of f for i32 inputs
+  bool isInt = false;
+
+  size_t numel() const;
+  attnc::TensorView view();
+  const float* fp() const { return f.data(); }
+  static Tensor randn(std::vector<int64_t> shape, unsigned seed, float mean = 0.f, float stddev = 1.f);
+  static Tensor uniform(std::vector<int64_t> shape, unsigned seed, float lo, float hi);
+  static Tensor ints(std::vector<int64_t> shape, std::vector<int32_t> values);
+  static Tensor zeros(std::vector<int64_t> shape);
+};
+
+struct Options {
+  int reps = 10;        // timed runs per implementation (fewer when the budget runs out)
+  bool quick = false;   // small shapes only, fewer runs: a smoke run
+  double budget = 4.0;  // seconds of timed runs per implementation, after at least 3 runs
+  double peakGflops = 0; // the FMA microkernel's all-core fp32 peak
+  int threads = 1;      // threads of the kernels' pool (and of the peak)
+  const TorchBaseline* torch = nullptr; // null: torch is not importable, no PyTorch column
+};
+
+// One benchmark case: a variant at one shape, its implementations and its work.
+struct Case {
+  std::string variant;     // the entry name (`attn-bench VARIANT` selects its cases)
+  std::string shape;       // printed; causal_attention finds sdpa's time at the same shape by it
+  bool memoryBound = false; // leads with GB/s instead of GFLOP/s
+  std::string flopFormula; // how `flops` is counted (also in the entry's comment)
+  double flops = 0;
+  double bytes = 0;        // compulsory traffic: every input read once, the output written once
+  std::vector<Tensor> inputs; // in the kernel's order
+  std::vector<int64_t> outShape;
+  const attnc::KernelDesc* kernel = nullptr;      // SCHEDULE auto: the kernel under test
+  const attnc::KernelDesc* unscheduled = nullptr; // SCHEDULE none; null where it would take too long
+  std::string unscheduledNote; // why SCHEDULE none is not timed at this shape
+  std::vector<std::pair<std::string, const attnc::KernelDesc*>> schedules; // further named schedules
+  // The naive reference of tests/reference, instantiated for float, single-threaded as written.
+  std::function<std::vector<float>()> reference;
+  // Further plain C++ baselines (single-threaded), e.g. PyTorch's formulation without PyTorch.
+  std::vector<std::pair<std::string, std::function<std::vector<float>()>>> cpp;
+  std::string torchEntry;  // the function of torch_baseline.py; empty: no PyTorch formulation
+  std::string torchConsts; // JSON object of its keyword arguments (the kernel's constants)
+  std::vector<std::string> notes;
+};
+
+// One implementation's agreement and timing.
+struct ImplResult {
+  std::string name;
+  std::string kind;    // attnc (the kernel under test), reference, unscheduled, schedule, cpp, torch
+  std::string threads; // "1" or the thread count
+  double maxDiff = -1; // max |output - reference output|; -1: not run
+  double seconds = 0;  // median of the timed runs
+  int runs = 0;        // 0: not timed (see note)
+  std::string note;
+};
+
+struct CaseResult {
+  std::string variant, shape, flopFormula;
+  bool memoryBound = false;
+  double flops = 0, bytes = 0;
+  double tolerance = 0; // the largest max|diff| accepted
+  bool agree = true;
+  std::vector<ImplResult> impls; // impls[0] is the kernel under test
+  std::vector<std::string> notes;
+  double loadBefore = 0, loadAfter = 0; // 1-minute load average around the case
+  double vsNonCausal = 0;               // causal_attention: its time / sdpa's at the same shape (0: unknown)
+};
+
+// Checks every implementation against the reference, then (if they all agree) times them; prints
+// the case's lines on stdout as it goes.
+CaseResult runCase(Case& c, const Options& o);
+
+// The 1-minute load average (/proc/loadavg), -1 where unknown.
+double loadAverage();
+
+} // namespace attn_bench

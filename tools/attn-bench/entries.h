@@ -1,0 +1,38 @@
+// The benchmarked variants: each builds its cases (one per shape) and runs them.
+#pragma once
+
+#include "bench.h"
+
+#include <vector>
+
+namespace attn_bench {
+
+struct Variant {
+  const char* name; // `attn-bench NAME` selects it
+  void (*run)(const Options& o, std::vector<CaseResult>* out);
+};
+
+// entries_dense.cpp
+void benchSdpa(const Options& o, std::vector<CaseResult>* out);
+void benchCausal(const Options& o, std::vector<CaseResult>* out);
+void benchMhsa(const Options& o, std::vector<CaseResult>* out);
+// entries_vision.cpp
+void benchMsda(const Options& o, std::vector<CaseResult>* out);
+void benchMsDeformAttnCore(const Options& o, std::vector<CaseResult>* out);
+void benchDeformAttn(const Options& o, std::vector<CaseResult>* out);
+void benchDatAttn(const Options& o, std::vector<CaseResult>* out);
+
+inline const std::vector<Variant>& variants() {
+  static const std::vector<Variant> v = {
+      {"sdpa", benchSdpa},
+      {"causal_attention", benchCausal},
+      {"mhsa", benchMhsa},
+      {"msda", benchMsda},
+      {"ms_deform_attn_core", benchMsDeformAttnCore},
+      {"deform_attn", benchDeformAttn},
+      {"dat_attn", benchDatAttn},
+  };
+  return v;
+}
+
+} // namespace attn_bench

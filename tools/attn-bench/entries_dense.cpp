@@ -1,0 +1,132 @@
+// attn-bench entries of the dense family: sdpa, causal_attention and mhsa.
+#include "entries.h"
+
+#include "bench_causal_attention.attnc.h"
+#include "bench_causal_attention_none.attnc.h"
+#include "bench_mhsa.attnc.h"
+#include "bench_sdpa.attnc.h"
+#include "bench_sdpa_none.attnc.h"
+
+#include "reference/dense_ref.h"
+#include "reference/sdpa_ref.h"
+
+#include <cmath>
+#include <string>
+
+namespace attn_bench {
+namespace {
+
+struct AttnShape {
+  int B, H, N, D;
+  bool unscheduled; // small enough for SCHEDULE none
+};
+
+// Issue #7's shape (B=1, H=8, N=2048, D=64), a smaller one, and a tiny one for the unscheduled
+// pipeline: inlined, each softmax statistic is recomputed per score, O(N^4 D^2) work (B1 H2 N32
+// D32 takes 3 s, B1 H1 N32 D16 0.3 s); --quick: the tiny one, smaller still.
+std::vector<AttnShape> attnShapes(const Options& o) {
+  if (o.quick) return {{1, 1, 16, 16, true}};
+  return {{1, 8, 2048, 64, false}, {1, 8, 256, 64, false}, {1, 1, 32, 16, true}};
+}
+
+std::string attnLabel(const AttnShape& s) {
+  return "B" + std::to_string(s.B) + " H" + std::to_string(s.H) + " N" + std::to_string(s.N) + " D" +
+         std::to_string(s.D);
+}
+
+Case attnCase(const std::string& variant, const AttnShape& s, unsigned seed) {
+  Case c;
+  c.variant = variant;
+  c.shape = attnLabel(s);
+  const std::vector<int64_t> shape = {s.B, s.H, s.N, s.D};
+  c.inputs = {Tensor::randn(shape, seed + 1), Tensor::randn(shape, seed + 2), Tensor::randn(shape, seed + 3)};
+  c.outShape = shape;
+  // q, k, v read and o written once.
+  c.bytes = 4.0 * 4 * s.B * s.H * (double)s.N * s.D;
+  c.torchEntry = variant;
+  c.unscheduledNote = "not timed at this shape: unscheduled, the softmax statistics are recomputed per score "
+                      "(O(N^4 D^2)); see the B1 H1 N32 D16 row";
+  return c;
+}
+
+} // namespace
+
+// SDPA: QK^T and PV, two flops per multiply-add each: 4*B*H*Nq*Nk*D (the softmax's exps and
+// the scaling are not counted, as FlashAttention's benchmarks do).
+void benchSdpa(const Options& o, std::vector<CaseResult>* out) {
+  for (const AttnShape& s : attnShapes(o)) {
+    Case c = attnCase("sdpa", s, 10);
+    c.flopFormula = "4*B*H*Nq*Nk*D";
+    c.flops = 4.0 * s.B * s.H * (double)s.N * s.N * s.D;
+    c.kernel = &attnc_kernels::bench_sdpa();
+    if (s.unscheduled) c.unscheduled = &attnc_kernels::bench_sdpa_none();
+    c.reference = [&c, s] {
+      return attnc_ref::sdpa<float>(c.inputs[0].fp(), c.inputs[1].fp(), c.inputs[2].fp(), s.B, s.H, s.N, s.N, s.D);
+    };
+    out->push_back(runCase(c, o));
+  }
+}
+
+// Causal attention counts only the unmasked pairs (j <= i: N(N+1)/2 of N^2):
+// 2*B*H*N*(N+1)*D. A kernel that computes the masked scores and throws them away shows up as
+// half of SDPA's GFLOP/s; the summary also gives its time over SDPA's at the same shape.
+void benchCausal(const Options& o, std::vector<CaseResult>* out) {
+  for (const AttnShape& s : attnShapes(o)) {
+    Case c = attnCase("causal_attention", s, 20);
+    c.flopFormula = "2*B*H*N*(N+1)*D";
+    c.flops = 2.0 * s.B * s.H * (double)s.N * (s.N + 1) * s.D;
+    c.kernel = &attnc_kernels::bench_causal_attention();
+    if (s.unscheduled) c.unscheduled = &attnc_kernels::bench_causal_attention_none();
+    // The reference computes every score and masks it (as written), so it does SDPA's work.
+    c.reference = [&c, s] {
+      return attnc_ref::causal_attention<float>(c.inputs[0].fp(), c.inputs[1].fp(), c.inputs[2].fp(), s.B, s.H, s.N,
+                                                s.D);
+    };
+    out->push_back(runCase(c, o));
+  }
+}
+
+namespace {
+
+struct MhsaShape {
+  int B, N, C, H;
+  const char* what;
+};
+
+} // namespace
+
+// MHSA: the qkv projection 2*B*N*C*3C, attention 4*B*H*N^2*Dh, the output projection 2*B*N*C*C
+// (C = H*Dh; the biases are not counted).
+void benchMhsa(const Options& o, std::vector<CaseResult>* out) {
+  const std::vector<MhsaShape> shapes =
+      o.quick ? std::vector<MhsaShape>{{1, 32, 96, 3, "tiny"}}
+              : std::vector<MhsaShape>{{1, 197, 768, 12, "ViT-B/16"}, {1, 64, 192, 3, "ViT-Ti width"}};
+  for (const MhsaShape& s : shapes) {
+    const int Dh = s.C / s.H;
+    Case c;
+    c.variant = "mhsa";
+    c.shape = "B" + std::to_string(s.B) + " N" + std::to_string(s.N) + " C" + std::to_string(s.C) + " H" +
+              std::to_string(s.H) + " (" + s.what + ")";
+    const float ws = 1.f / std::sqrt((float)s.C);
+    c.inputs = {Tensor::randn({s.B, s.N, s.C}, 31),          Tensor::randn({3, s.H, Dh, s.C}, 32, 0.f, ws),
+                Tensor::randn({3, s.H, Dh}, 33, 0.f, .1f),   Tensor::randn({s.C, s.H, Dh}, 34, 0.f, ws),
+                Tensor::randn({s.C}, 35, 0.f, .1f)};
+    c.outShape = {s.B, s.N, s.C};
+    const double BN = (double)s.B * s.N;
+    c.flopFormula = "2*B*N*C*3C + 4*B*H*N^2*Dh + 2*B*N*C*C";
+    c.flops = 2 * BN * s.C * 3 * s.C + 4.0 * s.B * s.H * (double)s.N * s.N * Dh + 2 * BN * s.C * s.C;
+    c.bytes = 4.0 * (2 * BN * s.C + 4.0 * s.C * s.C + 4.0 * s.C);
+    c.kernel = &attnc_kernels::bench_mhsa();
+    // Unscheduled, the q/k/v projections are recomputed inside every softmax statistic of every
+    // score: B1 N8 C32 H1 already takes 10 s, so no shape of interest finishes.
+    c.unscheduledNote = "not timed: unscheduled mhsa recomputes the projections per score (B1 N8 C32 H1: 10 s)";
+    c.reference = [&c, s, Dh] {
+      return attnc_ref::mhsa<float>(c.inputs[0].fp(), c.inputs[1].fp(), c.inputs[2].fp(), c.inputs[3].fp(),
+                                    c.inputs[4].fp(), s.B, s.N, s.C, s.H, Dh);
+    };
+    c.torchEntry = "mhsa";
+    out->push_back(runCase(c, o));
+  }
+}
+
+} // namespace attn_bench

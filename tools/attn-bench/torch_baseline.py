@@ -1,0 +1,160 @@
+# torch_baseline.py: attn-bench's optional PyTorch baseline: one variant, eager mode, on attn-bench's inputs.
+#
+# usage: torch_baseline.py ENTRY DIR
+# DIR holds meta.json ({"inputs": [names], "consts": {...}, "reps": N, "budget": S}) and NAME.npy
+# per kernel input (the kernel's layouts, channels-last). The first run's output goes to
+# DIR/out.npy for attn-bench's agreement check; the last line printed is
+# {"median_s": ..., "runs": ..., "threads": ...}. Each function is the seed's PyTorch code for the
+# variant (the formulation its users run), adapted to the kernel's input layouts only.
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+def sdpa(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v)
+
+
+def causal_attention(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def mhsa(x, w_qkv, b_qkv, w_o, b_o):
+    # timm's Attention: fused qkv linear, heads, SDPA, projection.
+    B, N, C = x.shape
+    _, H, Dh, _ = w_qkv.shape
+    qkv = F.linear(x, w_qkv.reshape(3 * H * Dh, C), b_qkv.reshape(3 * H * Dh))
+    qkv = qkv.reshape(B, N, 3, H, Dh).permute(2, 0, 3, 1, 4)
+    a = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2])
+    return F.linear(a.transpose(1, 2).reshape(B, N, H * Dh), w_o.reshape(w_o.shape[0], H * Dh), b_o)
+
+
+def msda(x, w_qkv, b_qkv, w_o, b_o, hd, dilations):
+    # DilateFormer's MultiDilatelocalAttention with DilateAttention (nn.Unfold of k and v).
+    B, H, W, C = x.shape
+    G = len(dilations)
+    Cg = C // G
+    nh = Cg // hd
+    qkv = F.conv2d(x.permute(0, 3, 1, 2), w_qkv.reshape(3 * C, C, 1, 1), b_qkv.reshape(3 * C))
+    qkv = qkv.reshape(B, 3, G, Cg, H, W).permute(2, 1, 0, 3, 4, 5)
+    outs = []
+    for g, r in enumerate(dilations):
+        q, k, v = qkv[g][0], qkv[g][1], qkv[g][2]
+        unfold = torch.nn.Unfold(3, r, r * (3 - 1) // 2, 1)
+        q = q.reshape(B, nh, hd, 1, H * W).permute(0, 1, 4, 3, 2)
+        k = unfold(k).reshape(B, nh, hd, 9, H * W).permute(0, 1, 4, 2, 3)
+        attn = ((q @ k) * hd ** -0.5).softmax(dim=-1)
+        v = unfold(v).reshape(B, nh, hd, 9, H * W).permute(0, 1, 4, 3, 2)
+        outs.append((attn @ v).transpose(1, 2).reshape(B, H, W, Cg))
+    return F.linear(torch.cat(outs, dim=-1), w_o, b_o)
+
+
+def ms_deform_attn_core(value, shapes, start, loc, aw):
+    # Deformable DETR's ms_deform_attn_core_pytorch.
+    N_, S_, M_, D_ = value.shape
+    _, Lq_, M_, L_, P_, _ = loc.shape
+    hw = [(int(h), int(w)) for h, w in shapes.tolist()]
+    value_list = value.split([h * w for h, w in hw], dim=1)
+    sampling_grids = 2 * loc - 1
+    sampled = []
+    for lid_, (H_, W_) in enumerate(hw):
+        value_l_ = value_list[lid_].flatten(2).transpose(1, 2).reshape(N_ * M_, D_, H_, W_)
+        grid_l_ = sampling_grids[:, :, :, lid_].transpose(1, 2).flatten(0, 1)
+        sampled.append(F.grid_sample(value_l_, grid_l_, mode="bilinear", padding_mode="zeros", align_corners=False))
+    attention_weights = aw.transpose(1, 2).reshape(N_ * M_, 1, Lq_, L_ * P_)
+    output = (torch.stack(sampled, dim=-2).flatten(-2) * attention_weights).sum(-1).view(N_, M_ * D_, Lq_)
+    return output.transpose(1, 2).contiguous()
+
+
+def deform_attn(x, z, p, w_off, b_off, w_a, b_a, w_v, w_o, b_o):
+    # Single-scale deformable attention (Deformable DETR eq. 2) the way MSDeformAttn computes it
+    # with one level: value projection first, then grid_sample at the pixel positions.
+    B, Y, X, C = x.shape
+    M, K = w_a.shape[0], w_a.shape[1]
+    D = w_v.shape[1]
+    Q = z.shape[1]
+    off = F.linear(z, w_off.reshape(M * K * 2, C), b_off.reshape(M * K * 2)).view(B, Q, M, K, 2)
+    a = F.linear(z, w_a.reshape(M * K, C), b_a.reshape(M * K)).view(B, Q, M, K).softmax(-1)
+    v = F.linear(x, w_v.reshape(M * D, C)).view(B, Y * X, M, D)
+    v = v.flatten(2).transpose(1, 2).reshape(B * M, D, Y, X)
+    # Pixel (y, x), centres on the integers, as grid_sample's align_corners=False coordinates.
+    py = p[:, :, None, None, 0] + off[..., 0]
+    px = p[:, :, None, None, 1] + off[..., 1]
+    grid = torch.stack(((2 * px + 1) / X - 1, (2 * py + 1) / Y - 1), dim=-1)  # B Q M K 2
+    grid = grid.transpose(1, 2).flatten(0, 1)  # (B M) Q K 2
+    s = F.grid_sample(v, grid, mode="bilinear", padding_mode="zeros", align_corners=False)  # (B M) D Q K
+    h = (s * a.transpose(1, 2).reshape(B * M, 1, Q, K)).sum(-1).view(B, M * D, Q).transpose(1, 2)
+    return F.linear(h, w_o.reshape(C, M * D), b_o)
+
+
+def dat_attn(x, w_q, b_q, w_dw, b_dw, ln_g, ln_b, w_off, w_k, b_k, w_v, b_v, rpe, w_o, b_o, stride, ksize, orf,
+             heads, groups):
+    # DAT's DAttentionBaseline.forward (use_pe, no dwc_pe, no fixed_pe, no log_cpb), x channels-last.
+    B, H, W, C = x.shape
+    Cg, hc, hg = C // groups, C // heads, heads // groups
+    xc = x.permute(0, 3, 1, 2)
+    q = F.conv2d(xc, w_q[:, :, None, None], b_q)
+    pad = ksize // 2 if ksize != stride else 0
+    off = F.conv2d(q.reshape(B * groups, Cg, H, W), w_dw[:, None], b_dw, stride=stride, padding=pad, groups=Cg)
+    off = F.layer_norm(off.permute(0, 2, 3, 1), (Cg,), ln_g, ln_b, 1e-5).permute(0, 3, 1, 2)
+    off = F.conv2d(F.gelu(off), w_off[:, :, None, None])
+    Hk, Wk = off.shape[2], off.shape[3]
+    n_sample = Hk * Wk
+    offset_range = torch.tensor([1.0 / (Hk - 1.0), 1.0 / (Wk - 1.0)]).reshape(1, 2, 1, 1)
+    off = off.tanh().mul(offset_range).mul(orf).permute(0, 2, 3, 1)
+    ref_y, ref_x = torch.meshgrid(torch.linspace(0.5, Hk - 0.5, Hk), torch.linspace(0.5, Wk - 0.5, Wk), indexing="ij")
+    ref = torch.stack((ref_y / (Hk - 1.0) * 2.0 - 1.0, ref_x / (Wk - 1.0) * 2.0 - 1.0), -1)
+    pos = off + ref[None]
+    x_sampled = F.grid_sample(xc.reshape(B * groups, Cg, H, W), pos[..., (1, 0)], mode="bilinear", align_corners=True)
+    x_sampled = x_sampled.reshape(B, C, 1, n_sample)
+    q = q.reshape(B * heads, hc, H * W)
+    k = F.conv2d(x_sampled, w_k[:, :, None, None], b_k).reshape(B * heads, hc, n_sample)
+    v = F.conv2d(x_sampled, w_v[:, :, None, None], b_v).reshape(B * heads, hc, n_sample)
+    attn = torch.einsum("bcm,bcn->bmn", q, k).mul(hc ** -0.5)
+    qy, qx = torch.meshgrid(torch.arange(0, H, dtype=torch.float32), torch.arange(0, W, dtype=torch.float32),
+                            indexing="ij")
+    q_grid = torch.stack((qy / (H - 1.0) * 2.0 - 1.0, qx / (W - 1.0) * 2.0 - 1.0), -1)
+    q_grid = q_grid[None].expand(B * groups, -1, -1, -1)
+    displacement = (q_grid.reshape(B * groups, H * W, 2)[:, :, None] - pos.reshape(B * groups, n_sample, 2)[:, None]) * 0.5
+    rpe_bias = rpe[None].expand(B, -1, -1, -1).reshape(B * groups, hg, 2 * H - 1, 2 * W - 1)
+    attn_bias = F.grid_sample(rpe_bias, displacement[..., (1, 0)], mode="bilinear", align_corners=True)
+    attn = (attn + attn_bias.reshape(B * heads, H * W, n_sample)).softmax(dim=2)
+    out = torch.einsum("bmn,bcn->bcm", attn, v).reshape(B, C, H, W)
+    return F.conv2d(out, w_o[:, :, None, None], b_o).permute(0, 2, 3, 1)
+
+
+ENTRIES = {f.__name__: f for f in (sdpa, causal_attention, mhsa, msda, ms_deform_attn_core, deform_attn, dat_attn)}
+
+
+def main():
+    entry, d = sys.argv[1], sys.argv[2]
+    with open(os.path.join(d, "meta.json")) as f:
+        meta = json.load(f)
+    args = [torch.from_numpy(np.load(os.path.join(d, n + ".npy"))) for n in meta["inputs"]]
+    fn = ENTRIES[entry]
+    with torch.inference_mode():
+        t0 = time.perf_counter()
+        out = fn(*args, **meta["consts"])
+        first = time.perf_counter() - t0
+        np.save(os.path.join(d, "out.npy"), np.ascontiguousarray(out.float().numpy()))
+        # attn-bench's policy: the first run is the warm-up and the agreement run, and the only
+        # sample where it alone exceeded the budget.
+        times, total = ([first], 0.0) if first >= meta["budget"] else ([], 0.0)
+        while len(times) < meta["reps"] and not (total >= meta["budget"] and len(times) >= min(3, meta["reps"])):
+            t0 = time.perf_counter()
+            fn(*args, **meta["consts"])
+            times.append(time.perf_counter() - t0)
+            total += times[-1]
+    times.sort()
+    n = len(times)
+    median = times[n // 2] if n % 2 else (times[n // 2 - 1] + times[n // 2]) / 2
+    print(json.dumps({"median_s": median, "runs": n, "threads": torch.get_num_threads()}))
+
+
+if __name__ == "__main__":
+    main()
