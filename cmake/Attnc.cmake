@@ -7,7 +7,8 @@
 #                     [SCHEDULE auto|none|<rule>]     # default: auto
 #                     [DEFINES NAME=VALUE ...]
 #                     [SIZES NAME=VALUE ...]          # typical sizes for the cost-model passes
-#                     [SAMPLE_ORDER auto|sample-first|project-first])
+#                     [SAMPLE_ORDER auto|sample-first|project-first]
+#                     [ONLINE_SOFTMAX auto|on|off])  # attn-online-softmax (auto: on for CPU targets)
 #
 # Produces an INTERFACE target <name> that links <name>.a (the kernel), the Halide runtime for its
 # target (one library per target, attnc_halide_runtime_<target>, shared by every kernel built for
@@ -52,7 +53,7 @@ function(attnc_add_library name)
   # Kept so that a build of the same kernel for another target can be derived (attnc_add_twin).
   set_property(GLOBAL PROPERTY _ATTNC_LIBRARY_ARGS_${name} "${ARGN}")
   set_property(GLOBAL APPEND PROPERTY _ATTNC_ALL_LIBRARIES ${name})
-  cmake_parse_arguments(ARG "" "SOURCE;KERNEL;FUNCTION_NAME;SCHEDULE;SAMPLE_ORDER" "TARGETS;DEFINES;SIZES" ${ARGN})
+  cmake_parse_arguments(ARG "" "SOURCE;KERNEL;FUNCTION_NAME;SCHEDULE;SAMPLE_ORDER;ONLINE_SOFTMAX" "TARGETS;DEFINES;SIZES" ${ARGN})
   if(NOT ARG_SOURCE)
     message(FATAL_ERROR "attnc_add_library(${name}): SOURCE is required")
   endif()
@@ -86,6 +87,9 @@ function(attnc_add_library name)
   if(ARG_SAMPLE_ORDER)
     list(APPEND flags --sample-order=${ARG_SAMPLE_ORDER})
   endif()
+  if(ARG_ONLINE_SOFTMAX)
+    list(APPEND flags --online-softmax=${ARG_ONLINE_SOFTMAX})
+  endif()
   add_custom_command(
     OUTPUT "${prefix}.a" "${prefix}.h" "${prefix}.attnc.h"
     COMMAND ${CMAKE_COMMAND} -E make_directory "${dir}"
@@ -116,7 +120,7 @@ function(attnc_add_twin name library)
   if(NOT args)
     message(FATAL_ERROR "attnc_add_twin(${name}): '${library}' was not made by attnc_add_library")
   endif()
-  cmake_parse_arguments(ARG "" "SOURCE;KERNEL;FUNCTION_NAME;SCHEDULE;SAMPLE_ORDER" "TARGETS;DEFINES;SIZES" ${args})
+  cmake_parse_arguments(ARG "" "SOURCE;KERNEL;FUNCTION_NAME;SCHEDULE;SAMPLE_ORDER;ONLINE_SOFTMAX" "TARGETS;DEFINES;SIZES" ${args})
   if(NOT ARG_FUNCTION_NAME)
     message(FATAL_ERROR "attnc_add_twin(${name}): '${library}' needs an explicit FUNCTION_NAME")
   endif()
@@ -133,5 +137,6 @@ function(attnc_add_twin name library)
   if(ARG_SAMPLE_ORDER)
     list(APPEND opts SAMPLE_ORDER ${ARG_SAMPLE_ORDER})
   endif()
+  # (ONLINE_SOFTMAX is not carried over: each target takes its own default.)
   attnc_add_library(${name} ${opts})
 endfunction()

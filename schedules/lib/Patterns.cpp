@@ -2,6 +2,7 @@
 #include "attnc/Patterns.h"
 
 #include <algorithm>
+#include <functional>
 
 namespace attnc {
 namespace {
@@ -94,5 +95,67 @@ bool findDensePattern(LoweredKernel& k, DensePattern* pat) {
   return false;
 }
 
+
+std::vector<OnlinePattern> findOnline(LoweredKernel& k) {
+  std::vector<OnlinePattern> groups;
+  for (LoweredFunc& o : k.funcs) {
+    if (o.role != FuncRole::Online) continue;
+    OnlinePattern g;
+    g.out = &o;
+    for (LoweredFunc& f : k.funcs) {
+      if (f.definition != o.definition) continue;
+      switch (f.role) {
+      case FuncRole::OnlineState: g.state = &f; break;
+      case FuncRole::OnlineScore: g.score = &f; break;
+      case FuncRole::OnlineTileMax: g.tmax = &f; break;
+      case FuncRole::OnlineTileExp: g.texp = &f; break;
+      case FuncRole::OnlineTileSum: g.tsum = &f; break;
+      case FuncRole::OnlineTileValue: g.tpv = &f; break;
+      default: break;
+      }
+    }
+    if (!g.state || !g.score || !g.tmax || !g.texp || !g.tsum || !g.tpv) continue;
+    // Rows: tmax's indices but the tile; the query is the innermost of them.
+    std::vector<std::string> rows(g.tmax->varNames.begin(), g.tmax->varNames.end() - 1);
+    if (!rows.empty()) g.queryVar = rows.back();
+    const std::string& last = o.varNames.empty() ? std::string() : o.varNames.back();
+    if (!last.empty() && std::find(rows.begin(), rows.end(), last) == rows.end()) g.valueVar = last;
+    // Contractions: sums read by the scores (through pointwise definitions) over exactly the
+    // score's indices, read by nothing outside the group.
+    std::vector<LoweredFunc*> frontier{g.score};
+    for (int depth = 0; depth < 8 && !frontier.empty(); ++depth) {
+      std::vector<LoweredFunc*> next;
+      for (LoweredFunc* cur : frontier)
+        for (const std::string& rn : cur->reads) {
+          LoweredFunc* f = k.find(rn);
+          if (!f || f->isOutput) continue;
+          if (f->role == FuncRole::Define) next.push_back(f);
+          if (f->role == FuncRole::Reduction && f->reduceKind == "sum" && f->rvars.size() == 1 &&
+              f->varNames == g.score->varNames &&
+              std::find(g.contractions.begin(), g.contractions.end(), f) == g.contractions.end())
+            g.contractions.push_back(f);
+        }
+      frontier = next;
+    }
+    // Private: every reader is in the group, or a pointwise definition (inlined) whose readers are.
+    std::function<bool(const LoweredFunc*, int)> isPrivate = [&](const LoweredFunc* m, int depth) {
+      if (depth > 8 || m->isOutput) return false;
+      for (const LoweredFunc& f : k.funcs) {
+        if (std::find(f.reads.begin(), f.reads.end(), m->name) == f.reads.end()) continue;
+        if (f.definition == o.definition) continue;
+        if (f.role != FuncRole::Define || !isPrivate(&f, depth + 1)) return false;
+      }
+      return true;
+    };
+    g.contractions.erase(std::remove_if(g.contractions.begin(), g.contractions.end(), [&](LoweredFunc* c) { return !isPrivate(c, 0); }),
+                         g.contractions.end());
+    const std::string key = g.score->varNames.empty() ? std::string() : g.score->varNames[g.texp->softmaxAxes[0]];
+    for (LoweredFunc* c : g.contractions)
+      for (const std::string& in : inputsReadWithVar(k, c->func.update_value(0), key))
+        if (std::find(g.keyInputs.begin(), g.keyInputs.end(), in) == g.keyInputs.end()) g.keyInputs.push_back(in);
+    groups.push_back(g);
+  }
+  return groups;
+}
 
 } // namespace attnc

@@ -8,10 +8,12 @@ namespace attnc {
 
 // Declared here rather than in Schedule.h: only the registry constructs rules.
 std::unique_ptr<ScheduleRule> makeCpuSampleRule();
+std::unique_ptr<ScheduleRule> makeCpuOnlineRule();
 
 const std::vector<std::unique_ptr<ScheduleRule>>& scheduleRules() {
   static const std::vector<std::unique_ptr<ScheduleRule>> rules = [] {
     std::vector<std::unique_ptr<ScheduleRule>> r;
+    r.push_back(makeCpuOnlineRule());
     r.push_back(makeCpuDenseRule());
     r.push_back(makeCpuWindowRule());
     r.push_back(makeCpuSampleRule());

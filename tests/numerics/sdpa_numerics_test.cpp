@@ -1,6 +1,7 @@
 // Numerics of the AOT-compiled SDPA kernel, under every schedule, against the fp64 reference.
 #include "sdpa_auto.attnc.h"
 #include "sdpa_generic.attnc.h"
+#include "sdpa_unfused.attnc.h"
 #include "sdpa_unscheduled.attnc.h"
 
 #include "reference/sdpa_ref.h"
@@ -53,6 +54,8 @@ TEST_P(SdpaNumerics, MatchesFp64Reference) {
 const Shape kShapes[] = {
     {1, 2, 64, 64, 64}, {2, 3, 37, 53, 16}, {1, 2, 100, 7, 32}, {1, 1, 1, 1, 8},
     {2, 1, 5, 130, 24}, {1, 4, 129, 129, 64}, {1, 1, 3, 1000, 3},
+    // Head dimensions the online schedule specialises for, with a partial last key tile.
+    {1, 2, 37, 300, 128}, {1, 1, 70, 257, 64},
 };
 
 std::string testName(const ::testing::TestParamInfo<SdpaNumerics::ParamType>& info) {
@@ -63,7 +66,8 @@ std::string testName(const ::testing::TestParamInfo<SdpaNumerics::ParamType>& in
 
 INSTANTIATE_TEST_SUITE_P(Scheduled, SdpaNumerics,
                          ::testing::Combine(::testing::ValuesIn(kShapes),
-                                            ::testing::Values(&attnc_kernels::sdpa_auto(), &attnc_kernels::sdpa_generic())),
+                                            ::testing::Values(&attnc_kernels::sdpa_auto(), &attnc_kernels::sdpa_generic(),
+                                                              &attnc_kernels::sdpa_unfused())),
                          testName);
 
 // Unscheduled, Halide recomputes every reduction inside its consumer's innermost loop (about

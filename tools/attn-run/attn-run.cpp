@@ -28,6 +28,7 @@ const char* kUsage =
     "  -D NAME=VALUE  override a kernel constant\n"
     "  -I DIR         also search DIR for imported .attn files\n"
     "  --sample-order=O  auto (default: by cost at the inputs' sizes), sample-first or project-first\n"
+    "  --online-softmax=M  on (default) or off: fuse softmax and the weighted sum over its axis\n"
     "  --reference    evaluate with the fp64 reference interpreter instead of Halide (outputs are\n"
     "                 written as float32/int32 like the compiled ones; --target and --schedule are\n"
     "                 ignored)\n"
@@ -225,6 +226,10 @@ int main(int argc, char** argv) {
     } else if (a.rfind("--sample-order=", 0) == 0) {
       if (!attnc::parseSampleOrder(a.substr(15), &passOpts.sampleOrder))
         return fail("unknown --sample-order '" + a.substr(15) + "' (expected auto, sample-first or project-first)");
+    } else if (a.rfind("--online-softmax=", 0) == 0) {
+      std::string m = a.substr(17);
+      if (m != "on" && m != "off") return fail("unknown --online-softmax '" + m + "' (expected on or off)");
+      passOpts.onlineSoftmax = m == "on";
     } else if (a == "--reference") {
       reference = true;
     } else if (a.rfind("-I", 0) == 0) {

@@ -31,6 +31,9 @@ const char* kUsage =
     "  --depfile=PATH    write a Make-style dependency file (the input and every imported file)\n"
     "  --sizes=N=V,...   typical sizes (e.g. --sizes=B=1,Q=300) for the cost-model passes; repeatable\n"
     "  --sample-order=O  auto (default: by cost from --sizes), sample-first or project-first\n"
+    "  --online-softmax=M  auto (default: on for CPU targets, off for CUDA), on or off: fuse softmax\n"
+    "                    and the weighted sum over its axis into a streaming online softmax\n"
+    "  --online-tile=N   keys per tile of the online softmax (default 128, or the key count from --sizes)\n"
     "  --no-opt          skip the dialect passes (--emit=mlir then shows MLIRGen's output)\n"
     "  --no-runtime      leave the Halide runtime out of obj/lib (link one from --emit=runtime)\n"
     "  --emit=runtime -o PREFIX   write the Halide runtime for --target as PREFIX.a (no input file)\n";
@@ -86,6 +89,7 @@ int main(int argc, char** argv) {
   attnc::PipelineOptions passOpts;
   bool runPasses = true;
   bool noRuntime = false;
+  std::string online = "auto";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const std::string& flag) -> std::string {
@@ -114,6 +118,16 @@ int main(int argc, char** argv) {
     } else if (a.rfind("--sample-order=", 0) == 0) {
       if (!attnc::parseSampleOrder(value("--sample-order"), &passOpts.sampleOrder))
         return fail("unknown --sample-order '" + value("--sample-order") + "' (expected auto, sample-first or project-first)");
+    } else if (a.rfind("--online-softmax=", 0) == 0) {
+      online = value("--online-softmax");
+      if (online != "auto" && online != "on" && online != "off")
+        return fail("unknown --online-softmax '" + online + "' (expected auto, on or off)");
+    } else if (a.rfind("--online-tile=", 0) == 0) {
+      std::string t = value("--online-tile");
+      char* end = nullptr;
+      long v = t.empty() ? 0 : std::strtol(t.c_str(), &end, 10);
+      if (t.empty() || *end || v <= 0 || v > 65536) return fail("--online-tile expects a key count in 1..65536, got '" + t + "'");
+      passOpts.onlineTile = v;
     } else if (a == "--no-runtime") {
       noRuntime = true;
     } else if (a == "--no-opt") {
@@ -213,6 +227,14 @@ int main(int argc, char** argv) {
   mlir::MLIRContext ctx;
   auto module = attnc::generateMLIR(ctx, fe, std::cerr);
   if (!module) return 1;
+  if (online == "auto") {
+    // The CUDA dense schedule tiles the unfused form in shared memory; CPU targets stream.
+    Halide::Target t;
+    std::string ignored;
+    passOpts.onlineSoftmax = !(attnc::parseTarget(targetStr, &t, &ignored) && t.has_gpu_feature());
+  } else {
+    passOpts.onlineSoftmax = online == "on";
+  }
   if (runPasses && !attnc::runPasses(*module, passOpts, std::cerr)) return 1;
   if (emit == "mlir") {
     std::string s;

@@ -20,6 +20,14 @@ enum class FuncRole {
   SoftmaxSum,    // sum of SoftmaxExp over the axes
   Softmax,       // the normalised probabilities (the DSL name)
   Check,         // `require__<n>`: a requirement on input values, 0 or a run-time error (compute it once, at root)
+  // attn.online_softmax's parts, over key tiles t (keys t*T .. t*T+T-1):
+  OnlineScore,     // `<o>__score`: the scores, masked ones -inf (inlined)
+  OnlineTileMax,   // `<o>__tmax`(rows, t): the tile's max score
+  OnlineTileExp,   // `<o>__texp`(rows, key): exp(score - its tile's max)
+  OnlineTileSum,   // `<o>__tsum`(rows, t): sum of the tile's exps
+  OnlineTileValue, // `<o>__tpv`(indices, t): sum over the tile of exp times value
+  OnlineState,     // `<o>__state`(indices): (running max, sum, accumulator), one update per tile
+  Online,          // `<o>`: accumulator / sum (0 for a row with no unmasked key)
 };
 const char* funcRoleName(FuncRole r);
 

@@ -41,16 +41,22 @@ LogicalResult AttnDialect::verifyOperationAttribute(Operation* op, NamedAttribut
   Operation* dimsOwner = op;
   size_t numIndices = 0;
   ArrayRef<int64_t> axes;
+  int64_t keyAxis[1];
   if (auto sm = dyn_cast<SoftmaxOp>(op)) {
     numIndices = sm.getExtents().size();
     axes = sm.getAxes();
+  } else if (auto on = dyn_cast<OnlineSoftmaxOp>(op)) {
+    // The fused softmax's bounds, over its score indices (those of the softmax it replaced).
+    numIndices = on.getRows().size();
+    keyAxis[0] = on.getKeyPosition();
+    axes = keyAxis;
   } else if (auto red = dyn_cast<ReduceOp>(op)) {
     numIndices = red.getExtents().size();
     dimsOwner = op->getParentOp();
     while (dimsOwner && !isa<DefineOp, SoftmaxOp>(dimsOwner)) dimsOwner = dimsOwner->getParentOp();
     if (!dimsOwner) return fail("needs a reduction inside a definition");
   } else {
-    return fail("applies to attn.softmax and attn.reduce only");
+    return fail("applies to attn.softmax, attn.online_softmax and attn.reduce only");
   }
   unsigned numDims = dimsOwner->getRegion(0).front().getNumArguments();
   auto kernel = op->getParentOfType<KernelOp>();
@@ -62,7 +68,7 @@ LogicalResult AttnDialect::verifyOperationAttribute(Operation* op, NamedAttribut
     if (!index || !sizes) return fail("entries need 'index' and 'sizes'");
     int64_t i = index.getInt();
     if (i < 0 || i >= (int64_t)numIndices) return fail("index ") << i << " is out of range";
-    if (isa<SoftmaxOp>(op) && !llvm::is_contained(axes, i)) return fail("index ") << i << " is not a softmax axis";
+    if (isa<SoftmaxOp, OnlineSoftmaxOp>(op) && !llvm::is_contained(axes, i)) return fail("index ") << i << " is not a softmax axis";
     for (Attribute s : sizes) {
       auto name = dyn_cast<StringAttr>(s);
       if (!name) return fail("'sizes' must hold size names");

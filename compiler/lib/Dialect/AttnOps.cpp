@@ -184,6 +184,56 @@ LogicalResult SoftmaxOp::verify() {
   return success();
 }
 
+void OnlineSoftmaxOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) { setNameFn(getResult(), getName()); }
+void OnlineSoftmaxOp::getAsmBlockArgumentNames(Region& region, OpAsmSetValueNameFn setNameFn) {
+  if (&region == &getScore()) return nameBlockArgs(region, getScoreIndices(), setNameFn);
+  nameBlockArgs(region, getIndices(), setNameFn);
+  unsigned key = getKeyPosition();
+  if (!region.empty() && region.front().getNumArguments() == getIndices().size() + 1 && key < getScoreIndices().size())
+    setNameFn(region.front().getArguments().back(), cast<StringAttr>(getScoreIndices()[key]).getValue());
+}
+unsigned OnlineSoftmaxOp::getKeyPosition() {
+  ArrayRef<int64_t> rows = getRows();
+  return std::find(rows.begin(), rows.end(), -1) - rows.begin();
+}
+LogicalResult OnlineSoftmaxOp::verify() {
+  RankedTensorType type = getResult().getType();
+  if (type.getRank() != (int64_t)getExtents().size())
+    return emitOpError("result has rank ") << type.getRank() << " but " << getExtents().size() << " extents are given";
+  if (!type.getElementType().isF32()) return emitOpError("result must hold f32");
+  if (getIndices().size() != getExtents().size())
+    return emitOpError("has ") << getExtents().size() << " extents but " << getIndices().size() << " index names";
+  if (getTile() <= 0) return emitOpError("tile must be positive, not ") << getTile();
+  ArrayRef<int64_t> rows = getRows();
+  if (rows.size() != getScoreIndices().size())
+    return emitOpError("has ") << rows.size() << " row entries but " << getScoreIndices().size() << " score indices";
+  if (std::count(rows.begin(), rows.end(), -1) != 1) return emitOpError("rows must mark exactly one key index with -1");
+  llvm::SmallDenseSet<int64_t> seen;
+  for (int64_t r : rows) {
+    if (r == -1) continue;
+    if (r < 0 || r >= type.getRank()) return emitOpError("row entry ") << r << " is out of range for rank " << type.getRank();
+    if (!seen.insert(r).second) return emitOpError("row entry ") << r << " appears twice";
+  }
+  Block& score = getScore().front();
+  if (score.getNumArguments() != rows.size())
+    return emitOpError("score region has ") << score.getNumArguments() << " arguments but " << rows.size() << " score indices";
+  Block& value = getValue().front();
+  if (value.getNumArguments() != getExtents().size() + 1)
+    return emitOpError("value region needs ") << getExtents().size() + 1 << " arguments (the indices, then the key), not "
+                                              << value.getNumArguments();
+  for (Block* b : {&score, &value})
+    for (BlockArgument a : b->getArguments())
+      if (!a.getType().isIndex()) return emitOpError("region arguments must be of type index");
+  auto sy = cast<YieldOp>(score.getTerminator());
+  if (sy.getValues().empty() || sy.getValues().size() > 2 || !sy.getValues()[0].getType().isF32() ||
+      (sy.getValues().size() == 2 && !sy.getValues()[1].getType().isInteger(1)))
+    return sy.emitOpError("in the score region yields an f32 score and optionally an i1 mask");
+  auto vy = cast<YieldOp>(value.getTerminator());
+  if (vy.getValues().size() != 1 || !vy.getValues()[0].getType().isF32())
+    return vy.emitOpError("in the value region yields one f32 value");
+  return success();
+}
+
 void ReduceOp::getAsmBlockArgumentNames(Region& region, OpAsmSetValueNameFn setNameFn) {
   nameBlockArgs(region, getIndices(), setNameFn);
 }

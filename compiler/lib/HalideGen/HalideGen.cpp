@@ -27,6 +27,13 @@ const char* funcRoleName(FuncRole r) {
   case FuncRole::SoftmaxSum: return "softmax-sum";
   case FuncRole::Softmax: return "softmax";
   case FuncRole::Check: return "check";
+  case FuncRole::OnlineScore: return "online-score";
+  case FuncRole::OnlineTileMax: return "online-tile-max";
+  case FuncRole::OnlineTileExp: return "online-tile-exp";
+  case FuncRole::OnlineTileSum: return "online-tile-sum";
+  case FuncRole::OnlineTileValue: return "online-tile-value";
+  case FuncRole::OnlineState: return "online-state";
+  case FuncRole::Online: return "online-softmax";
   }
   return "?";
 }
@@ -119,6 +126,7 @@ public:
         out_.requirements.push_back({eval(req.getCondition(), env), req.getMessage().str()});
       } else if (auto def = dyn_cast<attn::DefineOp>(op)) lowerDefine(def);
       else if (auto sm = dyn_cast<attn::SoftmaxOp>(op)) lowerSoftmax(sm);
+      else if (auto on = dyn_cast<attn::OnlineSoftmaxOp>(op)) lowerOnline(on);
       else if (auto ret = dyn_cast<attn::ReturnOp>(op)) {
         for (auto [i, v] : llvm::enumerate(ret.getValues())) {
           auto it = funcNames_.find(v);
@@ -287,7 +295,7 @@ private:
 
   static Operation* enclosingDefinition(Operation* op) {
     for (Operation* p = op->getParentOp(); p; p = p->getParentOp())
-      if (isa<attn::DefineOp, attn::SoftmaxOp>(p)) return p;
+      if (isa<attn::DefineOp, attn::SoftmaxOp, attn::OnlineSoftmaxOp>(p)) return p;
     return nullptr;
   }
 
@@ -447,6 +455,175 @@ private:
     for (LoweredFunc* f : {&score, &mx, &ex, &sm, &p}) addFunc(std::move(*f));
   }
 
+  // attn.online_softmax (attn-online-softmax): FlashAttention's streaming softmax over key tiles
+  // of `tile` keys t*T .. t*T+T-1. Per tile: the row max of the scores (`__tmax`), their exps
+  // against it (`__texp`), the exp sum (`__tsum`) and the exps times the value (`__tpv`); the
+  // state (`__state`: running max, sum, accumulator) folds one tile per step of an RDom over the
+  // tiles, rescaling by exp(old max - new max). Keys past the end of the last tile read the last
+  // key (clamped, so every access stays inside the inputs) and count as masked.
+  void lowerOnline(attn::OnlineSoftmaxOp op) {
+    const std::string name = op.getName().str();
+    const int T = (int)op.getTile();
+    std::vector<std::string> varNames = strings(op.getIndices());
+    std::vector<H::Var> vars = makeVars(op.getIndices());
+    std::vector<std::string> scoreNames = strings(op.getScoreIndices());
+    std::vector<int64_t> rowsMap(op.getRows().begin(), op.getRows().end());
+    const unsigned keyPos = op.getKeyPosition();
+    auto unique = [&](std::string n) {
+      while (std::find(varNames.begin(), varNames.end(), n) != varNames.end()) n += "_";
+      return n;
+    };
+    const std::string keyName = unique(scoreNames[keyPos]), tileName = unique(keyName + "_tile");
+    H::Var key(keyName), kt(tileName);
+    Env env;
+    H::Expr Nk = H::cast<int32_t>(eval(op.getKeyExtent(), env));
+    const H::Expr lo = H::Float(32).min();
+
+    auto part = [&](const std::string& suffix, FuncRole role) {
+      LoweredFunc lf;
+      lf.name = suffix.empty() ? name : name + "__" + suffix;
+      lf.definition = name;
+      lf.role = role;
+      lf.func = H::Func(lf.name);
+      lf.softmaxAxes = {(int)keyPos};
+      return lf;
+    };
+    // The score's indices: result indices for the rows, the key at its place.
+    std::vector<H::Var> svars, rowVars;
+    std::vector<std::string> snames, rowNames;
+    for (size_t k = 0; k < rowsMap.size(); ++k) {
+      if (rowsMap[k] < 0) {
+        svars.push_back(key), snames.push_back(keyName);
+      } else {
+        svars.push_back(vars[rowsMap[k]]), snames.push_back(varNames[rowsMap[k]]);
+        rowVars.push_back(vars[rowsMap[k]]), rowNames.push_back(varNames[rowsMap[k]]);
+      }
+    }
+    auto withKey = [&](const std::vector<H::Var>& vs, H::Expr keyExpr) {
+      std::vector<H::Expr> c = toExprs(vs);
+      c.push_back(keyExpr);
+      return reversed(c);
+    };
+    auto scoreArgs = [&](H::Expr keyExpr) {
+      std::vector<H::Expr> c = toExprs(svars);
+      c[keyPos] = keyExpr;
+      return reversed(c);
+    };
+
+    LoweredFunc score = part("score", FuncRole::OnlineScore);
+    score.vars = svars;
+    score.varNames = snames;
+    Block& sb = op.getScore().front();
+    Env senv;
+    for (auto [arg, var] : llvm::zip(sb.getArguments(), svars)) senv[arg] = var;
+    auto sy = cast<attn::YieldOp>(sb.getTerminator());
+    reads_ = &score.reads;
+    H::Expr sv = H::cast<float>(eval(sy.getValues()[0], senv));
+    if (sy.getValues().size() == 2) sv = H::select(eval(sy.getValues()[1], senv), sv, lo);
+    reads_ = nullptr;
+    score.func(scoreArgs(key)) = sv;
+    // The score at key `kx` of the tile grid: keys past the last are masked.
+    auto scoreAt = [&](H::Expr kx) { return H::select(kx < Nk, score.func(scoreArgs(H::min(kx, Nk - 1))), lo); };
+
+    auto tileRDom = [&](const std::string& owner) {
+      std::vector<H::Internal::ReductionVariable> rv{{owner + "$" + keyName, H::Expr(0), H::Expr(T)}};
+      return H::RDom(H::Internal::ReductionDomain(rv));
+    };
+    auto rowsTile = [&](H::Expr t) { return withKey(rowVars, t); };
+
+    LoweredFunc tmax = part("tmax", FuncRole::OnlineTileMax);
+    tmax.vars = rowVars, tmax.varNames = rowNames;
+    tmax.vars.push_back(kt), tmax.varNames.push_back(tileName);
+    H::RDom rm = tileRDom(tmax.name);
+    tmax.func(rowsTile(kt)) = lo;
+    tmax.func(rowsTile(kt)) = H::max(tmax.func(rowsTile(kt)), scoreAt(kt * T + rm));
+    tmax.rvars = {rm[0]}, tmax.rvarNames = {keyName}, tmax.reduceKind = "max";
+    tmax.reads = {score.name};
+
+    LoweredFunc texp = part("texp", FuncRole::OnlineTileExp);
+    texp.vars = svars, texp.varNames = snames;
+    H::Expr sk = scoreAt(key);
+    // Exps against the tile's own max (<= 0, so no overflow); a masked score gives 0.
+    texp.func(scoreArgs(key)) = H::select(sk == lo, 0.0f, H::exp(sk - tmax.func(rowsTile(key / T))));
+    texp.reads = {score.name, tmax.name};
+
+    LoweredFunc tsum = part("tsum", FuncRole::OnlineTileSum);
+    tsum.vars = tmax.vars, tsum.varNames = tmax.varNames;
+    H::RDom rs = tileRDom(tsum.name);
+    tsum.func(rowsTile(kt)) = 0.0f;
+    tsum.func(rowsTile(kt)) += texp.func(scoreArgs(kt * T + rs));
+    tsum.rvars = {rs[0]}, tsum.rvarNames = {keyName}, tsum.reduceKind = "sum";
+    tsum.reads = {texp.name};
+
+    LoweredFunc tpv = part("tpv", FuncRole::OnlineTileValue);
+    tpv.vars = vars, tpv.varNames = varNames;
+    tpv.vars.push_back(kt), tpv.varNames.push_back(tileName);
+    H::RDom rp = tileRDom(tpv.name);
+    Block& vb = op.getValue().front();
+    Env venv;
+    for (size_t i = 0; i < vars.size(); ++i) venv[vb.getArgument(i)] = vars[i];
+    venv[vb.getArgument(vars.size())] = H::min(kt * T + rp, Nk - 1);
+    reads_ = &tpv.reads;
+    H::Expr value = H::cast<float>(eval(cast<attn::YieldOp>(vb.getTerminator()).getValues()[0], venv));
+    reads_ = nullptr;
+    tpv.reads.push_back(texp.name);
+    std::vector<H::Expr> tpvArgs = withKey(vars, kt);
+    tpv.func(tpvArgs) = 0.0f;
+    tpv.func(tpvArgs) += texp.func(scoreArgs(kt * T + rp)) * value;
+    tpv.rvars = {rp[0]}, tpv.rvarNames = {keyName}, tpv.reduceKind = "sum";
+
+    LoweredFunc state = part("state", FuncRole::OnlineState);
+    state.vars = vars, state.varNames = varNames;
+    std::vector<H::Internal::ReductionVariable> rtv{{state.name + "$" + tileName, H::Expr(0), (Nk + T - 1) / T}};
+    H::RDom rt{H::Internal::ReductionDomain(rtv)};
+    // Mask bounds (attn.bounds on the key) skip whole tiles: tile t has a visible key in
+    // [lower, upper) iff t*T < upper and t*T + T > lower.
+    if (auto entries = op->getAttrOfType<ArrayAttr>(attn::kBoundsAttr)) {
+      std::vector<H::Expr> dims = toExprs(svars);
+      H::Expr pred;
+      for (Attribute a : entries) {
+        auto entry = cast<DictionaryAttr>(a);
+        if (entry.getAs<IntegerAttr>("index").getInt() != (int64_t)keyPos) continue;
+        for (StringRef side : {"lower", "upper"}) {
+          auto map = entry.getAs<AffineMapAttr>(side);
+          if (!map) continue;
+          for (AffineExpr e : map.getValue().getResults()) {
+            if (e.isFunctionOfDim(keyPos)) continue;
+            H::Expr b = affine(e, dims, entry.getAs<ArrayAttr>("sizes"));
+            if (!b.defined()) continue;
+            H::Expr c = side == "lower" ? H::Expr(rt) * T + T > b : H::Expr(rt) * T < b;
+            pred = pred.defined() ? pred && c : c;
+          }
+        }
+      }
+      if (pred.defined()) {
+        rt.where(pred);
+        state.maskBounded = true;
+      }
+    }
+    std::vector<H::Expr> sargs = reversed(toExprs(vars));
+    state.func(sargs) = H::Tuple(lo, 0.0f, 0.0f);
+    H::Expr mo = state.func(sargs)[0], l = state.func(sargs)[1], acc = state.func(sargs)[2];
+    H::Expr mt = tmax.func(rowsTile(rt)), ge = mo >= mt;
+    // One exp per step: exp(-|old - tile max|) rescales whichever of the two is smaller. A tile
+    // with every key masked (max -inf) adds nothing (and -inf - -inf must not make a NaN).
+    H::Expr c = H::select(mt == lo, 0.0f, H::exp(-H::abs(mo - mt)));
+    H::Expr a = H::select(ge, 1.0f, c), b = H::select(ge, c, 1.0f);
+    std::vector<H::Expr> tpvAt = withKey(vars, rt);
+    state.func(sargs) = H::Tuple(H::max(mo, mt), l * a + tsum.func(rowsTile(rt)) * b, acc * a + tpv.func(tpvAt) * b);
+    state.rvars = {rt[0]}, state.rvarNames = {tileName};
+    state.reads = {tmax.name, tsum.name, tpv.name};
+
+    LoweredFunc out = part("", FuncRole::Online);
+    out.vars = vars, out.varNames = varNames;
+    H::Expr ls = state.func(sargs)[1];
+    out.func(sargs) = guarded(op.getResult(), H::select(ls > 0.0f, state.func(sargs)[2] / ls, 0.0f));
+    out.reads = {state.name};
+
+    funcNames_[op.getResult()] = name;
+    for (LoweredFunc* f : {&score, &tmax, &texp, &tsum, &tpv, &state, &out}) addFunc(std::move(*f));
+  }
+
   static H::Expr initValue(StringRef kind, H::Type t) {
     if (kind == "sum") return H::Internal::make_zero(t);
     if (kind == "max") return t.min();
@@ -471,7 +648,7 @@ private:
         return;
       }
       Operation* def = v.getDefiningOp();
-      if (root->isAncestor(def) || isa<attn::DefineOp, attn::SoftmaxOp, attn::DimOp>(def)) return;
+      if (root->isAncestor(def) || isa<attn::DefineOp, attn::SoftmaxOp, attn::OnlineSoftmaxOp, attn::DimOp>(def)) return;
       def->walk([&](Operation* inner) {
         for (Value o : inner->getOperands()) dep(o);
       });
@@ -489,9 +666,10 @@ private:
   }
 
   static std::string definitionOf(Operation* op) {
-    while (op && !isa<attn::DefineOp, attn::SoftmaxOp>(op)) op = op->getParentOp();
+    while (op && !isa<attn::DefineOp, attn::SoftmaxOp, attn::OnlineSoftmaxOp>(op)) op = op->getParentOp();
     if (auto d = dyn_cast_or_null<attn::DefineOp>(op)) return d.getName().str();
     if (auto s = dyn_cast_or_null<attn::SoftmaxOp>(op)) return s.getName().str();
+    if (auto o = dyn_cast_or_null<attn::OnlineSoftmaxOp>(op)) return o.getName().str();
     return "kernel";
   }
 
@@ -567,8 +745,20 @@ private:
     auto ba = dyn_cast<BlockArgument>(sub);
     if (!ba) return false;
     Operation* owner = ba.getOwner()->getParentOp();
-    if (!isa<attn::DefineOp, attn::SoftmaxOp, attn::ReduceOp>(owner)) return false;
-    Value ext = owner->getOperand(ba.getArgNumber());
+    Value ext;
+    if (auto on = dyn_cast<attn::OnlineSoftmaxOp>(owner)) {
+      // Value region: the result's indices, then the key (the operands' order). Score region:
+      // the softmax's indices, each a result index or the key.
+      if (ba.getOwner()->getParent() == &on.getValue()) ext = owner->getOperand(ba.getArgNumber());
+      else {
+        int64_t r = on.getRows()[ba.getArgNumber()];
+        ext = r < 0 ? on.getKeyExtent() : on.getExtents()[r];
+      }
+    } else if (isa<attn::DefineOp, attn::SoftmaxOp, attn::ReduceOp>(owner)) {
+      ext = owner->getOperand(ba.getArgNumber());
+    } else {
+      return false;
+    }
     if (inputIndex_.count(tensor)) {
       const KernelParam& p = out_.inputs[inputIndex_.lookup(tensor)];
       auto dim = ext.getDefiningOp<attn::DimOp>();
@@ -744,9 +934,16 @@ std::string printAlgorithm(const LoweredKernel& k) {
       s << ")";
       return s.str();
     };
-    os << "  " << lhs(std::vector<H::Expr>(args.begin(), args.end())) << " = " << fn.value() << "\n";
+    auto rhs = [](const H::Tuple& t) {
+      std::ostringstream s;
+      if (t.size() == 1) s << t[0];
+      else
+        for (size_t i = 0; i < t.size(); ++i) s << (i ? ", " : "(") << t[i] << (i + 1 == t.size() ? ")" : "");
+      return s.str();
+    };
+    os << "  " << lhs(std::vector<H::Expr>(args.begin(), args.end())) << " = " << rhs(fn.values()) << "\n";
     for (int u = 0; u < fn.num_update_definitions(); ++u) {
-      os << "  " << lhs(fn.update_args(u)) << " = " << fn.update_value(u);
+      os << "  " << lhs(fn.update_args(u)) << " = " << rhs(fn.update_values(u));
       // The RVars kept at lowering carry their domain; Func::rvars() returns bare names.
       std::vector<H::RVar> rvs = u == 0 ? f.rvars : fn.rvars(u);
       if (!rvs.empty()) {

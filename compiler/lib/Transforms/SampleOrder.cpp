@@ -658,6 +658,7 @@ std::unique_ptr<Pass> createSampleOrderPass(SampleOrder order) { return std::mak
 void registerAttnPasses() {
   PassRegistration<SampleOrderPass>();
   registerPass([] { return createMaskBoundsPass(); });
+  registerPass([] { return createOnlineSoftmaxPass(); });
 }
 
 LogicalResult runPassPipeline(ModuleOp module, const PipelineOptions& opts) {
@@ -676,6 +677,8 @@ LogicalResult runPassPipeline(ModuleOp module, const PipelineOptions& opts) {
   pm.addPass(createSampleOrderPass(opts.sampleOrder));
   // After the sampling order: a rewrite there may move the sums that mask bounds annotate.
   pm.addPass(createMaskBoundsPass());
+  // Last: it consumes the softmax bounds that attn-mask-bounds records.
+  if (opts.onlineSoftmax) pm.addPass(createOnlineSoftmaxPass(opts.onlineTile));
   return pm.run(module);
 }
 

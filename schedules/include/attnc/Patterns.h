@@ -21,6 +21,25 @@ struct DensePattern {
 // Finds the dense pattern whose Funcs are private to it (no Func outside reads them).
 bool findDensePattern(LoweredKernel& k, DensePattern* pat);
 
+// The Funcs of one attn.online_softmax group (HalideGen's lowerOnline), found by role, and the
+// contractions its scores read (reductions over the score's indices, e.g. q . k).
+struct OnlinePattern {
+  LoweredFunc* out = nullptr;   // o(indices) = acc / sum
+  LoweredFunc* state = nullptr; // (max, sum, acc)(indices), updated once per key tile
+  LoweredFunc* score = nullptr; // the scores (inlined)
+  LoweredFunc* tmax = nullptr;
+  LoweredFunc* texp = nullptr;
+  LoweredFunc* tsum = nullptr;
+  LoweredFunc* tpv = nullptr;
+  std::vector<LoweredFunc*> contractions; // sums over the score's indices that only the group reads
+  std::vector<std::string> keyInputs;     // inputs the contractions read along the key
+  std::string queryVar;                   // the innermost row index (the query axis)
+  std::string valueVar;                   // the output's innermost index when it is not a row index
+};
+
+// Every online-softmax group of the kernel.
+std::vector<OnlinePattern> findOnline(LoweredKernel& k);
+
 // Names of the kernel inputs that `e` reads with `var` somewhere in their coordinates.
 std::vector<std::string> inputsReadWithVar(const LoweredKernel& k, const Halide::Expr& e, const std::string& var);
 

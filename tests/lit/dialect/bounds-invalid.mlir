@@ -3,7 +3,7 @@
 
 attn.kernel @k(%s: tensor<?xf32> {attn.dims = ["N"], attn.name = "s"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
   %N = attn.dim %s[0] as "N" : tensor<?xf32>
-  // expected-error @+1 {{'attn.define' op 'attn.bounds' applies to attn.softmax and attn.reduce only}}
+  // expected-error @+1 {{'attn.define' op 'attn.bounds' applies to attn.softmax, attn.online_softmax and attn.reduce only}}
   %o = attn.define "o" [%N] {
   ^bb0(%i: index):
     %x = attn.read %s[%i] : tensor<?xf32>

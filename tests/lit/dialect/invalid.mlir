@@ -409,7 +409,7 @@ attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tenso
 
 // -----
 
-// expected-error @+1 {{'attn.yield' op expects parent op to be one of 'attn.define, attn.softmax, attn.reduce'}}
+// expected-error @+1 {{'attn.yield' op expects parent op to be one of 'attn.define, attn.softmax, attn.reduce, attn.online_softmax'}}
 attn.yield
 
 // -----

@@ -146,6 +146,48 @@ def Attn_SoftmaxOp : Attn_DefinitionOp<"softmax"> {
   }];
 }
 
+def Attn_OnlineSoftmaxOp : Attn_Op<"online_softmax", [Pure, RecursiveMemoryEffects,
+    SingleBlockImplicitTerminator<"YieldOp">,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames", "getAsmBlockArgumentNames"]>]> {
+  let summary = "A sum over one softmax axis of the probabilities times a value, streamed over key tiles.";
+  let description = [{
+    The fused form of `p = softmax(j) score` read only by `o(...) = sum(j) p(...) * value`
+    (attn-online-softmax). The result at a point of its index space is
+    sum_j softmax_j(score)(rows, j) * value(indices, j), computed the way FlashAttention does:
+    keys in tiles of `tile`, a running max and sum per row and an accumulator rescaled when the
+    max grows, so no tensor over (rows, keys) is ever formed.
+
+    The `score` region has the softmax's indices (`score_indices`; `rows[k]` is the result index
+    that score index k equals, -1 for the key axis) and yields the score and optionally an i1
+    mask, as attn.softmax does. The `value` region has the result's indices then the key and
+    yields the factor multiplying the probability. Masked points count as in attn.softmax; a row
+    with no unmasked key gives zeros.
+    ```mlir
+    %o = attn.online_softmax "o"[%B, %H, %N, %D] over %N rows [0, 1, 2, -1] tile 128 score {
+    ^bb0(%b: index, %h: index, %i: index, %j: index):
+      ...
+    } value {
+    ^bb0(%b: index, %h: index, %i: index, %e: index, %j: index):
+      ...
+    } {indices = ["b", "h", "i", "e"], score_indices = ["b", "h", "i", "j"]} : tensor<?x?x?x?xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, Variadic<Index>:$extents, Index:$key_extent, StrArrayAttr:$indices,
+                       StrArrayAttr:$score_indices, DenseI64ArrayAttr:$rows, I64Attr:$tile);
+  let results = (outs Attn_Tensor:$result);
+  let regions = (region SizedRegion<1>:$score, SizedRegion<1>:$value);
+  let assemblyFormat = [{
+    $name `[` $extents `]` `over` $key_extent `rows` $rows `tile` $tile `score` $score `value` $value
+    attr-dict `:` type($result)
+  }];
+  let extraClassDeclaration = [{
+    bool hasMask() { return getScore().front().getTerminator()->getNumOperands() == 2; }
+    // Position of the key among the score's indices.
+    unsigned getKeyPosition();
+  }];
+  let hasVerifier = 1;
+}
+
 def Attn_ReduceOp : Attn_Op<"reduce", [Pure, RecursiveMemoryEffects, SingleBlockImplicitTerminator<"YieldOp">,
     DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmBlockArgumentNames"]>]> {
   let summary = "A sum, max or min of a scalar expression over reduction indices.";
@@ -161,7 +203,7 @@ def Attn_ReduceOp : Attn_Op<"reduce", [Pure, RecursiveMemoryEffects, SingleBlock
 }
 
 def Attn_YieldOp : Attn_Op<"yield", [Pure, Terminator,
-    ParentOneOf<["DefineOp", "SoftmaxOp", "ReduceOp"]>]> {
+    ParentOneOf<["DefineOp", "SoftmaxOp", "ReduceOp", "OnlineSoftmaxOp"]>]> {
   let summary = "Yields the value of a definition or reduction body.";
   let arguments = (ins Variadic<AnyType>:$values);
   let builders = [OpBuilder<(ins), [{ /* empty yield for the implicit terminator */ }]>];

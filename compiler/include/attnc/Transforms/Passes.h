@@ -37,6 +37,13 @@ std::unique_ptr<mlir::Pass> createSampleOrderPass(SampleOrder order = SampleOrde
 // to its index. HalideGen restricts those reductions to the bounds (docs/language.md §9).
 std::unique_ptr<mlir::Pass> createMaskBoundsPass();
 
+// attn-online-softmax: rewrites a softmax over one (non-window) axis that is read only by a sum
+// over that axis of the probabilities times a value into attn.online_softmax, which HalideGen
+// lowers to FlashAttention's streaming form (running max, sum and rescaled accumulator over tiles
+// of `tile` keys; 0 picks it from the key count estimate). A softmax it leaves alone records why
+// in `attn.online`.
+std::unique_ptr<mlir::Pass> createOnlineSoftmaxPass(int64_t tile = 0);
+
 // Registers the attn passes with MLIR's pass registry (for attn-opt).
 void registerAttnPasses();
 
@@ -46,6 +53,10 @@ inline constexpr const char* kEstimatesAttr = "attn.estimates";
 struct PipelineOptions {
   SampleOrder sampleOrder = SampleOrder::Auto;
   std::map<std::string, int64_t> estimates; // size name -> typical value; merged into every kernel
+  // attn-online-softmax. attnc turns it off for CUDA targets, whose cuda-dense schedule keeps the
+  // unfused scores in shared memory tiles instead.
+  bool onlineSoftmax = true;
+  int64_t onlineTile = 0;
 };
 
 // Sets size estimates on every kernel of `module` and runs attnc's default pass pipeline.

@@ -1,0 +1,275 @@
+// attn-online-softmax: fuses a softmax with the weighted sum that reads it into attn.online_softmax.
+//
+// `p = softmax(j) s` followed by `o(..) = sum(j) p(.., j) * v(.., j, ..)` needs, as written, every
+// score of a row before the first probability exists: p's max and sum run over all keys, then the
+// sum over keys runs again. FlashAttention's rewrite streams keys instead: per tile of keys, the
+// tile's scores, their max and exp-sum, and the tile's weighted values, folded into a running
+// max, sum and accumulator that are rescaled whenever the max grows. HalideGen lowers the fused op
+// to those per-tile Funcs, none of which spans (rows x all keys), so a schedule can keep one key
+// tile of one query tile in cache (docs/language.md §20).
+//
+// It applies when p has one axis with a symbolic or large extent, p is read exactly once, by a sum
+// over that axis directly inside a definition, whose body is p times a value, and p's other
+// subscripts are distinct indices of that definition. Otherwise p stays as it is, and the softmax
+// records why in `attn.online` (so `--emit=mlir` shows it). Small constant axes (windows) are left
+// alone: their scores fit in registers and the window schedules expect the unfused form.
+#include "attnc/Transforms/Passes.h"
+
+#include "attnc/Dialect/AttnOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/RegionUtils.h"
+
+#include <string>
+
+using namespace mlir;
+
+namespace attnc {
+namespace {
+
+// Softmax axes up to this many points are windows (the same limit as schedules' findWindow).
+constexpr int64_t kSmallAxis = 256;
+// A symbolic axis estimated at up to this many points is a handful of sampling points
+// (deformable attention's K, 4 to 32 in the seeds) rather than a sequence of keys.
+constexpr int64_t kFewPoints = 32;
+// Keys per tile when the key count is unknown or large. On the 2-core Zen 4 development machine,
+// SDPA at N=2048, D=64 ran at 145 GFLOP/s with 128-key tiles, 119 with 64 and 106 with 256 (the
+// cpu-online schedule; docs/status.md).
+constexpr int64_t kDefaultTile = 128;
+
+const char* kOnlineAttr = "attn.online";
+
+struct Match {
+  attn::SoftmaxOp p;
+  attn::ReadOp read;
+  attn::ReduceOp red;
+  attn::DefineOp def;
+  Value factor;
+  SmallVector<int64_t> rows;
+};
+
+bool sameExtent(Value a, Value b) {
+  if (a == b) return true;
+  auto da = a.getDefiningOp<attn::DimOp>(), db = b.getDefiningOp<attn::DimOp>();
+  if (da && db) return da.getSize() == db.getSize();
+  auto ca = a.getDefiningOp<arith::ConstantIndexOp>(), cb = b.getDefiningOp<arith::ConstantIndexOp>();
+  return ca && cb && ca.value() == cb.value();
+}
+
+// Whether a read's subscripts are computed from data (a read or a float-to-int conversion
+// upstream): a gather, as in bilinear sampling.
+bool gathers(attn::ReadOp r) {
+  SmallVector<Value> work(r.getIndices().begin(), r.getIndices().end());
+  llvm::SmallPtrSet<Operation*, 16> seen;
+  while (!work.empty()) {
+    Operation* op = work.pop_back_val().getDefiningOp();
+    if (!op || !seen.insert(op).second) continue;
+    if (isa<attn::ReadOp, arith::FPToSIOp>(op)) return true;
+    op->walk([&](Operation* inner) { work.append(inner->getOperands().begin(), inner->getOperands().end()); });
+  }
+  return false;
+}
+
+// The match, or the reason it does not apply in `why`.
+std::optional<Match> match(attn::SoftmaxOp p, std::string& why) {
+  Match m;
+  m.p = p;
+  ArrayRef<int64_t> axes = p.getAxes();
+  if (axes.size() != 1) {
+    why = "softmax over more than one axis";
+    return std::nullopt;
+  }
+  int64_t axis = axes[0];
+  Value ext = p.getExtents()[axis];
+  if (auto c = ext.getDefiningOp<arith::ConstantIndexOp>(); c && c.value() <= kSmallAxis) {
+    why = "the axis has a small constant extent (" + std::to_string(c.value()) + "): a window, kept unfused";
+    return std::nullopt;
+  }
+  if (auto d = ext.getDefiningOp<attn::DimOp>())
+    if (auto est = p->getParentOfType<attn::KernelOp>()->getAttrOfType<DictionaryAttr>(kEstimatesAttr))
+      if (auto n = est.getAs<IntegerAttr>(d.getSize()); n && n.getInt() <= kFewPoints) {
+        why = "the axis has few points (" + d.getSize().str() + " = " + std::to_string(n.getInt()) +
+              " by the size estimates), kept unfused";
+        return std::nullopt;
+      }
+  SmallVector<attn::ReadOp> reads;
+  for (Operation* user : p.getResult().getUsers()) {
+    auto r = dyn_cast<attn::ReadOp>(user);
+    if (!r) {
+      why = "the probabilities are a kernel output";
+      return std::nullopt;
+    }
+    reads.push_back(r);
+  }
+  if (reads.size() != 1) {
+    why = "the probabilities are read in " + std::to_string(reads.size()) + " places, not once";
+    return std::nullopt;
+  }
+  m.read = reads[0];
+  if (m.read.getBoundary() != "none") {
+    why = "the probabilities are read with a boundary condition";
+    return std::nullopt;
+  }
+  m.red = dyn_cast<attn::ReduceOp>(m.read->getParentOp());
+  if (!m.red || m.red.getKind() != "sum" || m.red.getExtents().size() != 1) {
+    why = "the probabilities are not read directly by a sum over one index";
+    return std::nullopt;
+  }
+  BlockArgument key = m.red.getBody().front().getArgument(0);
+  if (m.read.getIndices()[axis] != key || !sameExtent(m.red.getExtents()[0], ext)) {
+    why = "the sum does not run over the softmax axis";
+    return std::nullopt;
+  }
+  Value y = cast<attn::YieldOp>(m.red.getBody().front().getTerminator()).getValues()[0];
+  auto mul = y.getDefiningOp<arith::MulFOp>();
+  if (!mul || (mul.getLhs() != m.read.getResult() && mul.getRhs() != m.read.getResult())) {
+    why = "the sum's body is not the probability times a value";
+    return std::nullopt;
+  }
+  m.factor = mul.getLhs() == m.read.getResult() ? mul.getRhs() : mul.getLhs();
+  // Sampled values or scores (deformable attention) have few keys per row at data-dependent
+  // places: the sampling schedules handle those, and streaming buys nothing.
+  bool sampled = false;
+  for (Region* r : {&m.red.getBody(), &p.getBody()})
+    r->walk([&](attn::ReadOp rd) { sampled |= gathers(rd); });
+  if (sampled) {
+    why = "the scores or values are sampled at data-dependent positions";
+    return std::nullopt;
+  }
+  m.def = dyn_cast<attn::DefineOp>(m.red->getParentOp());
+  if (!m.def) {
+    why = "the sum is nested in another reduction";
+    return std::nullopt;
+  }
+  Block& db = m.def.getBody().front();
+  llvm::SmallDenseSet<unsigned> used;
+  for (auto [k, idx] : llvm::enumerate(m.read.getIndices())) {
+    if ((int64_t)k == axis) {
+      m.rows.push_back(-1);
+      continue;
+    }
+    auto ba = dyn_cast<BlockArgument>(idx);
+    if (!ba || ba.getOwner() != &db || !used.insert(ba.getArgNumber()).second) {
+      why = "the probabilities' row subscripts are not distinct indices of '" + m.def.getName().str() + "'";
+      return std::nullopt;
+    }
+    m.rows.push_back(ba.getArgNumber());
+  }
+  return m;
+}
+
+int64_t chooseTile(attn::SoftmaxOp p, int64_t forced) {
+  if (forced > 0) return forced;
+  Value ext = p.getExtents()[p.getAxes()[0]];
+  int64_t n = -1;
+  if (auto c = ext.getDefiningOp<arith::ConstantIndexOp>()) n = c.value();
+  else if (auto d = ext.getDefiningOp<attn::DimOp>()) {
+    auto kernel = p->getParentOfType<attn::KernelOp>();
+    if (auto est = kernel->getAttrOfType<DictionaryAttr>(kEstimatesAttr))
+      if (auto v = est.getAs<IntegerAttr>(d.getSize())) n = v.getInt();
+  }
+  // Fewer keys than a tile: one tile of the keys rounded up to a vector multiple.
+  if (n > 0 && n < kDefaultTile) return std::max<int64_t>(16, (n + 15) / 16 * 16);
+  return kDefaultTile;
+}
+
+// Clones into `b` what computing `v` needs from inside `def`'s region, with `map` giving the
+// region's indices; values from outside `def` are used as they are.
+Value materialize(Value v, Operation* def, IRMapping& map, OpBuilder& b) {
+  if (Value m = map.lookupOrNull(v)) return m;
+  Operation* op = v.getDefiningOp();
+  if (!op || !def->isProperAncestor(op)) return v;
+  for (Value o : op->getOperands()) materialize(o, def, map, b);
+  for (Region& r : op->getRegions()) {
+    llvm::SetVector<Value> above;
+    getUsedValuesDefinedAbove(r, above);
+    for (Value a : above) materialize(a, def, map, b);
+  }
+  Operation* c = b.clone(*op, map);
+  return c->getResult(cast<OpResult>(v).getResultNumber());
+}
+
+void rewrite(Match& m, int64_t tile) {
+  MLIRContext* ctx = m.p.getContext();
+  OpBuilder b(m.def);
+  Block& db = m.def.getBody().front();
+  auto defYield = cast<attn::YieldOp>(db.getTerminator());
+  // The definition is the fused sum itself, or reads it where the sum was.
+  bool whole = defYield.getValues()[0] == m.red.getResult() && m.def.getResult().getType().getElementType().isF32();
+  std::string name = whole ? m.def.getName().str() : m.def.getName().str() + "__online";
+  auto defType = m.def.getResult().getType();
+  auto type = RankedTensorType::get(defType.getShape(), Float32Type::get(ctx));
+  Value keyExtent = m.p.getExtents()[m.p.getAxes()[0]];
+  auto op = b.create<attn::OnlineSoftmaxOp>(m.def.getLoc(), type, name, m.def.getExtents(), keyExtent,
+                                            m.def.getIndices(), m.p.getIndices(), m.rows, tile);
+  op.getScore().takeBody(m.p.getBody());
+  if (auto bounds = m.p->getAttr(attn::kBoundsAttr)) op->setAttr(attn::kBoundsAttr, bounds);
+  // What earlier passes recorded on the definition (attn.sample_order) stays visible.
+  if (whole)
+    for (NamedAttribute a : m.def->getDiscardableAttrs())
+      if (a.getName().getValue().starts_with("attn.")) op->setAttr(a.getName(), a.getValue());
+
+  Block* vb = new Block();
+  op.getValue().push_back(vb);
+  IRMapping map;
+  for (BlockArgument a : db.getArguments()) map.map(a, vb->addArgument(a.getType(), a.getLoc()));
+  BlockArgument key = m.red.getBody().front().getArgument(0);
+  map.map(key, vb->addArgument(key.getType(), key.getLoc()));
+  OpBuilder vbld = OpBuilder::atBlockEnd(vb);
+  Value f = materialize(m.factor, m.def, map, vbld);
+  vbld.create<attn::YieldOp>(m.red.getLoc(), ValueRange{f});
+
+  if (whole) {
+    m.def.getResult().replaceAllUsesWith(op.getResult());
+    m.def.erase();
+  } else {
+    OpBuilder rb(m.red);
+    auto rd = rb.create<attn::ReadOp>(m.red.getLoc(), rb.getF32Type(), op.getResult(), ValueRange(db.getArguments()), rb.getStringAttr("none"));
+    m.red.getResult().replaceAllUsesWith(rd.getResult());
+    m.red.erase();
+  }
+  m.p.erase();
+}
+
+struct OnlineSoftmaxPass : public PassWrapper<OnlineSoftmaxPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(OnlineSoftmaxPass)
+
+  OnlineSoftmaxPass() = default;
+  OnlineSoftmaxPass(const OnlineSoftmaxPass& o) : PassWrapper(o) {}
+  explicit OnlineSoftmaxPass(int64_t t) { tile = t; }
+
+  Option<int64_t> tile{*this, "tile", llvm::cl::desc("Keys per tile (0: 128, fewer when the key count estimate is smaller)"),
+                       llvm::cl::init(0)};
+
+  StringRef getArgument() const final { return "attn-online-softmax"; }
+  StringRef getDescription() const final {
+    return "Fuse a softmax and the weighted sum over its axis into a streaming online softmax";
+  }
+
+  void runOnOperation() override {
+    if (tile < 0) {
+      getOperation().emitError("attn-online-softmax: tile must be positive");
+      return signalPassFailure();
+    }
+    SmallVector<attn::SoftmaxOp> softmaxes;
+    getOperation().walk([&](attn::SoftmaxOp p) { softmaxes.push_back(p); });
+    for (attn::SoftmaxOp p : softmaxes) {
+      std::string why;
+      auto m = match(p, why);
+      if (!m) {
+        p->setAttr(kOnlineAttr, StringAttr::get(p.getContext(), "not fused: " + why));
+        continue;
+      }
+      p->removeAttr(kOnlineAttr);
+      rewrite(*m, chooseTile(p, tile));
+    }
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createOnlineSoftmaxPass(int64_t tile) { return std::make_unique<OnlineSoftmaxPass>(tile); }
+
+} // namespace attnc
