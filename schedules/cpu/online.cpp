@@ -27,9 +27,10 @@ namespace {
 namespace H = Halide;
 
 struct OnlineParams {
-  int queryTile = 32; // query rows per parallel task
+  int queryTile = kOnlineQueryGroup; // query rows per parallel task
   int scoreRows = 2;  // rows of the score GEMM kept in registers
-  int valueRows = 8;  // rows of the exp x V GEMM kept in registers
+  int valueRows = 4;    // rows of the exp x V GEMM kept in registers
+  int valueVectors = 4; // vectors of the value index per row in registers (D = 64 with AVX-512)
 };
 
 H::Var varNamed(const LoweredFunc& f, const std::string& n) {
@@ -74,8 +75,10 @@ void scheduleGroup(LoweredKernel& k, OnlinePattern& g, const H::Target& t, const
     }
   O.func.reorder(order);
   if (!g.valueVar.empty()) O.func.vectorize(varNamed(O, g.valueVar), vec, H::TailStrategy::GuardWithIf);
+  // Only the query tiles run in parallel: nested parallel loops over the heads as well left
+  // workers waiting on each other (45% of the profile at B=1, H=8, N=2048), and N/32 tiles per
+  // head are plenty of tasks.
   O.func.parallel(io);
-  for (H::Var& b : batch) O.func.parallel(b);
   H::LoopLevel task(O.func, io), hoist(O.func, io);
 
   S.func.compute_at(task);
@@ -94,8 +97,11 @@ void scheduleGroup(LoweredKernel& k, OnlinePattern& g, const H::Target& t, const
 
   // Scores: rows x T keys per step, the keys as one T-wide vector (T/vec registers per row).
   for (LoweredFunc* C : g.contractions) {
-    C->func.compute_at(tile).hoist_storage(hoist);
+    C->func.compute_at(tile);
     if (!hasVar(*C, key)) continue;
+    // One allocation per task, bounded to one key tile: Halide would size a hoisted allocation
+    // by all the keys the task visits (256 KiB for 32 rows at N = 2048), with rows 8 KiB apart.
+    C->func.hoist_storage(hoist).bound_storage(varNamed(*C, key), T);
     H::Var kv = varNamed(*C, key);
     C->func.vectorize(kv, vec, H::TailStrategy::GuardWithIf);
     H::Stage cu = C->func.update();
@@ -122,9 +128,10 @@ void scheduleGroup(LoweredKernel& k, OnlinePattern& g, const H::Target& t, const
   }
 
   // The tile's exps, and its max and sum reduced a vector of keys at a time.
-  g.texp->func.compute_at(tile).hoist_storage(hoist).vectorize(varNamed(*g.texp, key), vec, H::TailStrategy::GuardWithIf);
+  g.texp->func.compute_at(tile).hoist_storage(hoist).bound_storage(varNamed(*g.texp, key), T)
+      .vectorize(varNamed(*g.texp, key), vec, H::TailStrategy::GuardWithIf);
   for (LoweredFunc* f : {g.tmax, g.tsum}) {
-    f->func.compute_at(tile).hoist_storage(hoist);
+    f->func.compute_at(tile).hoist_storage(hoist).bound_storage(f->vars.back(), 1);
     if (T % vec != 0) continue;
     H::Var u(f->name + "_lane");
     H::RVar ro(f->name + "_ro"), ri(f->name + "_ri");
@@ -134,20 +141,25 @@ void scheduleGroup(LoweredKernel& k, OnlinePattern& g, const H::Target& t, const
       if (a.name() != u.name()) st.push_back(a);
     intm.reorder_storage(st);
     intm.compute_at(tile).hoist_storage(hoist).vectorize(u);
+    for (const H::Var& a : intm.args())
+      if (a.name() == f->vars.back().name()) intm.bound_storage(a, 1);
     intm.update().vectorize(u);
   }
 
   // Exps x values: valueRows rows x one vector of the value index in registers per key.
   H::Stage pu = g.tpv->func.update();
-  g.tpv->func.compute_at(tile).hoist_storage(hoist);
+  g.tpv->func.compute_at(tile).hoist_storage(hoist).bound_storage(g.tpv->vars.back(), 1);
   if (!g.valueVar.empty()) {
     H::Var e = varNamed(*g.tpv, g.valueVar), eo(g.tpv->name + "_vo"), ei(g.tpv->name + "_vi");
     H::Var qi = varNamed(*g.tpv, g.queryVar), qo(g.tpv->name + "_ro"), qii(g.tpv->name + "_ri");
     g.tpv->func.vectorize(e, vec, H::TailStrategy::GuardWithIf);
+    H::Var eoo(g.tpv->name + "_voo"), eoi(g.tpv->name + "_voi");
     pu.split(e, eo, ei, vec, H::TailStrategy::GuardWithIf)
+        .split(eo, eoo, eoi, prm.valueVectors, H::TailStrategy::GuardWithIf)
         .split(qi, qo, qii, prm.valueRows, H::TailStrategy::GuardWithIf)
-        .reorder(ei, qii, g.tpv->rvars[0], eo, qo)
+        .reorder(ei, eoi, qii, g.tpv->rvars[0], eoo, qo)
         .vectorize(ei)
+        .unroll(eoi)
         .unroll(qii);
   }
 

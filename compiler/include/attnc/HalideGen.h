@@ -31,6 +31,10 @@ enum class FuncRole {
 };
 const char* funcRoleName(FuncRole r);
 
+// Query rows per group over which an online softmax's mask bounds skip key tiles; the cpu-online
+// schedule's query tile is the same, so a tile's rows are all computed or all skipped.
+constexpr int kOnlineQueryGroup = 32;
+
 struct LoweredFunc {
   std::string name;       // the DSL definition's name, or `<def>__<part>` for generated parts
   std::string definition; // the DSL definition it belongs to
