@@ -5,15 +5,19 @@
 // the head dimension), the tile's max, exps and exp sum, and the exps times V (a second small
 // GEMM) are computed into buffers allocated once per task, then folded into the state. Nothing
 // is ever sized by all keys. Measured on the 2-core Zen 4 (AVX-512) development machine, B=1,
-// H=8, N=2048, D=64 (a standalone Halide copy of this nest, quiet machine):
+// H=8, N=2048, D=64, first on a standalone Halide copy of this nest on a quiet machine:
 //  - 32-row query tiles with 128-key tiles: 145 GFLOP/s; 64-key tiles 119; 256-key tiles 106;
 //    64-row query tiles 136.
 //  - Scores 2 rows x 128 keys (16 zmm accumulators): 145; 4 rows: 93 (spills).
-//  - Exps x V, 8 rows x one vector of the head dimension: 147; 4 rows: 126.
 //  - The tile's max and sum are reduced 16 lanes at a time (rfactor) into a buffer whose lane index
 //    is innermost: storing it lane-outermost made each step a scatter and cost 40%.
 //  - A head dimension known at compile time is worth 1.5x (unknown: ~90 GFLOP/s), so outputs get
 //    specialisations for D = 64 and 128.
+// then in attnc (attn-bench, with a fuzzer loading the second core, so single-thread profiles):
+//  - Tile buffers hoisted to the task were sized by every key the task visits (32 x 2048 floats,
+//    rows 8 KiB apart); bounding their storage to one tile made them L1-resident.
+//  - Exps x V with 4 rows x 4 vectors of D (16 accumulators) rather than 8 rows x 1 vector: the
+//    row guards that causal tiles need then cost one test per 4 FMAs, not one per FMA.
 #include "attnc/Patterns.h"
 #include "attnc/Schedule.h"
 
