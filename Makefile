@@ -7,7 +7,7 @@ CTEST     := $(VENV)/bin/ctest
 LLVM_PREFIX = $(shell llvm-config-19 --prefix)
 HALIDE_DIR  = $(shell $(VENV)/bin/python -c 'import halide,os;print(os.path.join(os.path.dirname(halide.__file__),"lib64","cmake","Halide"))')
 
-.PHONY: all setup configure build demo test bench ptx-report clean
+.PHONY: all setup configure build demo test bench ptx-report clean test-asan fuzz fuzz-build
 
 all: build
 
@@ -40,6 +40,64 @@ bench: build
 # and spills per GPU kernel (the same check as the ctest ptx_check).
 ptx-report: build
 	$(VENV)/bin/python scripts/ptx_report.py --attnc $(BUILD)/bin/attnc --variants dsl/variants --jobs $(JOBS)
+
+# --- hardening (README "Hardening") ----------------------------------------------------------
+# Both builds get their own directory and the same dependencies as $(BUILD); asserts stay on
+# (no NDEBUG) and -g1 gives sanitizer reports file:line.
+HARDEN_CMAKE_ARGS = -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+  -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+  -DMLIR_DIR=$(LLVM_PREFIX)/lib/cmake/mlir -DLLVM_DIR=$(LLVM_PREFIX)/lib/cmake/llvm \
+  -DHalide_DIR=$(HALIDE_DIR) -DLLVM_EXTERNAL_LIT=$(LLVM_PREFIX)/build/utils/lit/lit.py \
+  -DPython3_EXECUTABLE=$(VENV)/bin/python
+SANITIZERS = address,undefined,float-cast-overflow
+# Instrumented frames are many times larger: the deepest expression the parser admits (tree
+# height 2000) needs about 1 MB of stack in $(BUILD) but 16-32 MB under ASan, so sanitized runs
+# get SANITIZER_STACK_KB instead of the usual 8 MB.
+SANITIZER_STACK_KB = 131072
+# Every report (ASan, UBSan, LeakSanitizer) is fatal and prints its stack; there are no suppressions.
+SANITIZER_ENV = ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:print_stacktrace=1:strict_string_checks=1:detect_stack_use_after_return=1 \
+  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+
+# The whole project (gcc) with AddressSanitizer and UndefinedBehaviorSanitizer, then every ctest.
+# attnc runs instrumented at build time too (it compiles the AOT kernels), hence the environment
+# for the build. package_example configures a fresh project that links the instrumented runtime:
+# CMake takes its first CXXFLAGS/LDFLAGS from the environment.
+ASAN_BUILD ?= build-asan
+$(ASAN_BUILD)/build.ninja: CMakeLists.txt | setup
+	$(CMAKE) -S . -B $(ASAN_BUILD) $(HARDEN_CMAKE_ARGS) -DATTNC_SANITIZE=$(SANITIZERS)
+
+test-asan: setup $(ASAN_BUILD)/build.ninja
+	ulimit -s $(SANITIZER_STACK_KB) && env $(SANITIZER_ENV) $(CMAKE) --build $(ASAN_BUILD) -j $(JOBS)
+	ulimit -s $(SANITIZER_STACK_KB) && cd $(ASAN_BUILD) && env $(SANITIZER_ENV) CXXFLAGS=-fsanitize=$(SANITIZERS) LDFLAGS=-fsanitize=$(SANITIZERS) \
+	  $(CTEST) --output-on-failure -j $(JOBS)
+
+# libFuzzer targets (clang-19, ASan + UBSan + coverage) for the front end and the .npy reader:
+# each of FUZZ_TARGETS runs for FUZZ_SECONDS from its seed corpus plus what earlier runs found
+# (kept in $(FUZZ_BUILD)/fuzz-work/<target>). A crash, leak or hang (> FUZZ_TIMEOUT s on one
+# input) fails the target and leaves the input in $(FUZZ_BUILD)/fuzz-artifacts.
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TIMEOUT ?= 60
+FUZZ_TARGETS ?= frontend npy
+FUZZ_FLAGS   ?=
+$(FUZZ_BUILD)/build.ninja: CMakeLists.txt | setup
+	$(CMAKE) -S . -B $(FUZZ_BUILD) $(HARDEN_CMAKE_ARGS) -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 \
+	  -DATTNC_SANITIZE=address,undefined -DATTNC_FUZZ=ON
+
+fuzz-build: setup $(FUZZ_BUILD)/build.ninja
+	$(CMAKE) --build $(FUZZ_BUILD) -j $(JOBS) --target $(FUZZ_TARGETS:%=fuzz_%) attnc_fuzz_corpus
+
+fuzz: fuzz-build
+	@mkdir -p $(FUZZ_BUILD)/fuzz-artifacts
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_BUILD)/fuzz-work/$$t; \
+	  echo "fuzz: fuzz_$$t for $(FUZZ_SECONDS) s"; \
+	  ( ulimit -s $(SANITIZER_STACK_KB) && env $(SANITIZER_ENV) $(FUZZ_BUILD)/bin/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) \
+	    -timeout=$(FUZZ_TIMEOUT) -rss_limit_mb=4096 -print_final_stats=1 -dict=tests/fuzz/$$t.dict \
+	    -artifact_prefix=$(FUZZ_BUILD)/fuzz-artifacts/$$t- $(FUZZ_FLAGS) \
+	    $(FUZZ_BUILD)/fuzz-work/$$t $(FUZZ_BUILD)/tests/fuzz/corpus/$$t ); \
+	done
 
 clean:
 	rm -rf $(BUILD)

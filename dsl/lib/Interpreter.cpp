@@ -169,7 +169,9 @@ private:
     int64_t s = 1;
     for (size_t d = shape.size(); d-- > 0;) {
       st[d] = s;
-      s *= std::max<int64_t>(shape[d], 1);
+      // Saturates: an input with a zero dimension may have others whose product passes int64
+      // (validateInputs bounds every tensor that holds elements), and no read of it is in range.
+      if (__builtin_mul_overflow(s, std::max<int64_t>(shape[d], 1), &s)) s = std::numeric_limits<int64_t>::max();
     }
     return st;
   }

@@ -146,15 +146,19 @@ private:
         if (t_[pos_] == '-' || t_[pos_] == '+') neg = t_[pos_++] == '-';
         if (pos_ >= t_.size() || t_[pos_] < '0' || t_[pos_] > '9') return fail("malformed integer");
         v->kind = PyValue::Int;
-        int64_t x = 0;
+        // The magnitude is accumulated unsigned: -9223372036854775808 fits int64 but its
+        // magnitude does not, and negating a wrapped value would be undefined.
+        uint64_t x = 0;
         while (pos_ < t_.size() && t_[pos_] >= '0' && t_[pos_] <= '9') {
-            const int64_t digit = t_[pos_++] - '0';
-            if (__builtin_mul_overflow(x, int64_t{10}, &x) || __builtin_add_overflow(x, digit, &x))
+            const uint64_t digit = static_cast<uint64_t>(t_[pos_++] - '0');
+            if (__builtin_mul_overflow(x, uint64_t{10}, &x) || __builtin_add_overflow(x, digit, &x))
                 v->int_overflow = true;
         }
+        const uint64_t limit = static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) + (neg ? 1 : 0);
+        if (x > limit) v->int_overflow = true;
         // Python 2 era writers emitted longs as "3L".
         if (pos_ < t_.size() && (t_[pos_] == 'L' || t_[pos_] == 'l')) ++pos_;
-        v->integer = neg ? -x : x;
+        v->integer = v->int_overflow ? 0 : neg ? static_cast<int64_t>(0 - x) : static_cast<int64_t>(x);
         return true;
     }
 

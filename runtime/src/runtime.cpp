@@ -59,8 +59,11 @@ TensorView TensorView::contiguous(void* data, DType dtype, const std::vector<int
         v.shape[i] = shape[i];
         v.strides[i] = stride;
         // Zero-size dims would make every outer stride 0, which validate_call
-        // would treat as broadcasting; keep strides meaningful instead.
-        stride *= std::max<int64_t>(shape[i], 1);
+        // would treat as broadcasting; keep strides meaningful instead. Saturates
+        // like numel(): an empty tensor's other dims may multiply past int64
+        // (validation rejects strides beyond Halide's 32-bit limit anyway).
+        if (__builtin_mul_overflow(stride, std::max<int64_t>(shape[i], 1), &stride))
+            stride = std::numeric_limits<int64_t>::max();
     }
     return v;
 }

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <sstream>
 
@@ -215,6 +216,23 @@ TEST_F(NpyTest, ViewOfEmptyArrayIsAcceptedByValidation) {
     EXPECT_EQ(v.shape[1], 4);
 }
 
+// Regression (make test-asan, lit run/product-dims.test): the view of an empty array whose other
+// dimensions multiply past int64 overflowed while computing its strides (UBSan); they saturate.
+TEST_F(NpyTest, ViewOfEmptyArrayWithHugeDimensions) {
+    NpyArray arr;
+    Status s = read_file("huge.npy",
+                         npy_bytes("{'descr': '<f4', 'fortran_order': False, "
+                                   "'shape': (0, 4294967296, 4294967296), }",
+                                   ""),
+                         &arr);
+    ASSERT_TRUE(s.ok()) << s.message();
+    TensorView v = arr.view();
+    EXPECT_EQ(v.numel(), 0);
+    EXPECT_EQ(v.strides[2], 1);
+    EXPECT_EQ(v.strides[1], int64_t{1} << 32);
+    EXPECT_EQ(v.strides[0], std::numeric_limits<int64_t>::max());
+}
+
 TEST_F(NpyTest, WriteIsAtomicAndOverwrites) {
     const std::string p = path("out.npy");
     const float a[2] = {1, 2};
@@ -398,6 +416,49 @@ TEST_F(NpyTest, RejectsBadShapes) {
                                  "'shape': (1, 1, 1, 1, 1, 1, 1, 1, 2), }",
                                  d)),
                 HasSubstr("rank 9 exceeds the maximum supported rank 8"));
+}
+
+// Regression (fuzz_npy, seed corpus): "-9223372036854775808" overflowed the magnitude while it
+// was parsed, and negating the wrapped value was undefined behaviour (UBSan). INT64_MIN itself
+// fits and is a negative dimension; one beyond either end of int64 overflows.
+TEST_F(NpyTest, RejectsInt64ExtremesInShape) {
+    const std::string d = f32_bytes({1, 2});
+    const std::string p = path("bad.npy");
+    EXPECT_EQ(reject(npy_bytes("{'descr': '<f4', 'fortran_order': False, "
+                               "'shape': (-9223372036854775808,), }",
+                               d)),
+              p + ": shape (-9223372036854775808,) has a negative dimension");
+    EXPECT_EQ(reject(npy_bytes("{'descr': '<f4', 'fortran_order': False, "
+                               "'shape': (-9223372036854775809,), }",
+                               d)),
+              p + ": shape dimension overflows int64");
+    EXPECT_EQ(reject(npy_bytes("{'descr': '<f4', 'fortran_order': False, "
+                               "'shape': (9223372036854775808,), }",
+                               d)),
+              p + ": shape dimension overflows int64");
+    EXPECT_THAT(reject(npy_bytes("{'descr': '<f4', 'fortran_order': False, "
+                                 "'shape': (9223372036854775807,), }",
+                                 d)),
+                HasSubstr("is too large (overflows)"));
+}
+
+// A header length that disagrees with the header: too short cuts the dictionary, too long
+// swallows data bytes as header text; either way the header no longer parses.
+TEST_F(NpyTest, RejectsHeaderLengthLies) {
+    const std::string good = npy_bytes(kGoodDict, f32_bytes({1, 2}));
+    std::string shorter = good;
+    shorter[8] = 20;
+    shorter[9] = 0;
+    EXPECT_THAT(reject(shorter), HasSubstr("malformed header dict"));
+    std::string longer = good;
+    const int len = (static_cast<unsigned char>(good[8]) | (static_cast<unsigned char>(good[9]) << 8)) + 4;
+    longer[8] = static_cast<char>(len & 0xFF);
+    longer[9] = static_cast<char>(len >> 8);
+    EXPECT_THAT(reject(longer), HasSubstr("malformed header dict: unexpected text after the dictionary"));
+    // A v2 file relabelled v1: its 4-byte length read as 2 bytes misplaces the whole header.
+    std::string v2as1 = npy_bytes(kGoodDict, f32_bytes({1, 2}), 2);
+    v2as1[6] = 1;
+    EXPECT_THAT(reject(v2as1), HasSubstr("malformed header dict: expected '{'"));
 }
 
 }  // namespace
