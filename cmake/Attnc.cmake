@@ -87,7 +87,11 @@ function(attnc_add_library name)
   if(ARG_SAMPLE_ORDER)
     list(APPEND flags --sample-order=${ARG_SAMPLE_ORDER})
   endif()
-  if(ARG_ONLINE_SOFTMAX)
+  # DEFINED, not if(ARG_...): `off` is a false constant to if(), and was silently dropped.
+  if(DEFINED ARG_ONLINE_SOFTMAX)
+    if(NOT ARG_ONLINE_SOFTMAX MATCHES "^(auto|on|off)$")
+      message(FATAL_ERROR "attnc_add_library(${name}): ONLINE_SOFTMAX must be auto, on or off (got '${ARG_ONLINE_SOFTMAX}')")
+    endif()
     list(APPEND flags --online-softmax=${ARG_ONLINE_SOFTMAX})
   endif()
   add_custom_command(
