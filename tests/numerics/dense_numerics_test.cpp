@@ -182,6 +182,11 @@ Outcome checkCausal(int B, int H, int N, int D, Scores m, unsigned seed) {
 TEST(DenseNumerics, CausalAttention) {
   for (QkvShape s : {QkvShape{2, 3, 17, 17, 8}, QkvShape{1, 1, 1, 1, 5}, QkvShape{1, 2, 40, 40, 16}, QkvShape{3, 1, 6, 6, 3}})
     checkCausal(s.B, s.H, s.Nq, s.D, Scores::Normal, 41);
+  // Past one 128-key tile: whole tiles only (256), and a last tile shifted back over keys an
+  // earlier tile counted (129, 300), with the D = 64 and D = 128 specialisations and without.
+  for (QkvShape s : {QkvShape{1, 2, 256, 256, 64}, QkvShape{1, 1, 129, 129, 16}, QkvShape{2, 1, 300, 300, 64},
+                     QkvShape{1, 1, 200, 200, 128}})
+    checkCausal(s.B, s.H, s.Nq, s.D, Scores::Normal, 43);
 }
 
 // Softmax must subtract the row max: scores around 1e4 would overflow exp() otherwise.

@@ -20,10 +20,11 @@ enum class FuncRole {
   SoftmaxSum,    // sum of SoftmaxExp over the axes
   Softmax,       // the normalised probabilities (the DSL name)
   Check,         // `require__<n>`: a requirement on input values, 0 or a run-time error (compute it once, at root)
-  // attn.online_softmax's parts, over key tiles t (keys t*T .. t*T+T-1):
+  // attn.online_softmax's parts, over key tiles t of T slots r (key t*T + r; the last tile is
+  // shifted back to end at the last key, see HalideGen's lowerOnline):
   OnlineScore,     // `<o>__score`: the scores, masked ones -inf (inlined)
   OnlineTileMax,   // `<o>__tmax`(rows, t): the tile's max score
-  OnlineTileExp,   // `<o>__texp`(rows, key): exp(score - its tile's max)
+  OnlineTileExp,   // `<o>__texp`(rows, r, t): exp(score - its tile's max)
   OnlineTileSum,   // `<o>__tsum`(rows, t): sum of the tile's exps
   OnlineTileValue, // `<o>__tpv`(indices, t): sum over the tile of exp times value
   OnlineState,     // `<o>__state`(indices): (running max, sum, accumulator), one update per tile
@@ -49,6 +50,10 @@ struct LoweredFunc {
   // Its reduction runs over part of its domain only: a mask bound (attn.bounds) became an RDom
   // predicate, from which Halide derives loop bounds that depend on the outer indices.
   bool maskBounded = false;
+  // OnlineState: the key count and tile size; with keyCount >= onlineTile every key read is a
+  // plain offset from its tile's first key, which schedules specialise for.
+  Halide::Expr keyCount;
+  int onlineTile = 0;
   bool isOutput = false;
   // Names of the kernel inputs and Funcs it reads, so rules can find producers and consumers.
   std::vector<std::string> reads;

@@ -456,11 +456,15 @@ private:
   }
 
   // attn.online_softmax (attn-online-softmax): FlashAttention's streaming softmax over key tiles
-  // of `tile` keys t*T .. t*T+T-1. Per tile: the row max of the scores (`__tmax`), their exps
-  // against it (`__texp`), the exp sum (`__tsum`) and the exps times the value (`__tpv`); the
-  // state (`__state`: running max, sum, accumulator) folds one tile per step of an RDom over the
-  // tiles, rescaling by exp(old max - new max). Keys past the end of the last tile read the last
-  // key (clamped, so every access stays inside the inputs) and count as masked.
+  // of `tile` slots. Per tile: the row max of the scores (`__tmax`), their exps against it
+  // (`__texp`), the exp sum (`__tsum`) and the exps times the value (`__tpv`); the state
+  // (`__state`: running max, sum, accumulator) folds one tile per step of an RDom over the tiles,
+  // rescaling by exp(old max - new max).
+  // Slot r of tile t holds key base(t) + r, base(t) = min(t*T, Nk - T): when T does not divide Nk,
+  // the last tile is shifted back to end at the last key and masks the slots an earlier tile
+  // already counted, so every read is its tile's first key plus the slot, never a per-key clamp
+  // (clamped keys vectorise to gathers that Halide could not partition away under a mask). With
+  // fewer keys than slots (Nk < T) base is 0 and slots past the last key are masked.
   void lowerOnline(attn::OnlineSoftmaxOp op) {
     const std::string name = op.getName().str();
     const int T = (int)op.getTile();
@@ -522,8 +526,12 @@ private:
     if (sy.getValues().size() == 2) sv = H::select(eval(sy.getValues()[1], senv), sv, lo);
     reads_ = nullptr;
     score.func(scoreArgs(key)) = sv;
-    // The score at key `kx` of the tile grid: keys past the last are masked.
-    auto scoreAt = [&](H::Expr kx) { return H::select(kx < Nk, score.func(scoreArgs(H::min(kx, Nk - 1))), lo); };
+    // The first key of tile t, the key in slot r (min(r, Nk - 1) only bites when Nk < T), and
+    // whether the slot holds a key this tile counts.
+    auto base = [&](H::Expr t) { return H::max(H::min(t * T, Nk - T), 0); };
+    auto keyAt = [&](H::Expr t, H::Expr r) { return base(t) + H::min(r, Nk - 1); };
+    auto counted = [&](H::Expr t, H::Expr r) { return r >= t * T - base(t) && r < Nk; };
+    auto scoreAt = [&](H::Expr t, H::Expr r) { return H::select(counted(t, r), score.func(scoreArgs(keyAt(t, r))), lo); };
 
     auto tileRDom = [&](const std::string& owner) {
       std::vector<H::Internal::ReductionVariable> rv{{owner + "$" + keyName, H::Expr(0), H::Expr(T)}};
@@ -536,22 +544,29 @@ private:
     tmax.vars.push_back(kt), tmax.varNames.push_back(tileName);
     H::RDom rm = tileRDom(tmax.name);
     tmax.func(rowsTile(kt)) = lo;
-    tmax.func(rowsTile(kt)) = H::max(tmax.func(rowsTile(kt)), scoreAt(kt * T + rm));
+    tmax.func(rowsTile(kt)) = H::max(tmax.func(rowsTile(kt)), scoreAt(kt, rm));
     tmax.rvars = {rm[0]}, tmax.rvarNames = {keyName}, tmax.reduceKind = "max";
     tmax.reads = {score.name};
 
+    // The exps by slot (the score's indices with the slot at the key's place) and tile.
     LoweredFunc texp = part("texp", FuncRole::OnlineTileExp);
     texp.vars = svars, texp.varNames = snames;
-    H::Expr sk = scoreAt(key);
+    texp.vars.push_back(kt), texp.varNames.push_back(tileName);
+    auto texpArgs = [&](H::Expr r, H::Expr t) {
+      std::vector<H::Expr> a = scoreArgs(r);
+      a.push_back(t);
+      return a;
+    };
+    H::Expr sk = scoreAt(kt, key);
     // Exps against the tile's own max (<= 0, so no overflow); a masked score gives 0.
-    texp.func(scoreArgs(key)) = H::select(sk == lo, 0.0f, H::exp(sk - tmax.func(rowsTile(key / T))));
+    texp.func(texpArgs(key, kt)) = H::select(sk == lo, 0.0f, H::exp(sk - tmax.func(rowsTile(kt))));
     texp.reads = {score.name, tmax.name};
 
     LoweredFunc tsum = part("tsum", FuncRole::OnlineTileSum);
     tsum.vars = tmax.vars, tsum.varNames = tmax.varNames;
     H::RDom rs = tileRDom(tsum.name);
     tsum.func(rowsTile(kt)) = 0.0f;
-    tsum.func(rowsTile(kt)) += texp.func(scoreArgs(kt * T + rs));
+    tsum.func(rowsTile(kt)) += texp.func(texpArgs(rs, kt));
     tsum.rvars = {rs[0]}, tsum.rvarNames = {keyName}, tsum.reduceKind = "sum";
     tsum.reads = {texp.name};
 
@@ -562,14 +577,14 @@ private:
     Block& vb = op.getValue().front();
     Env venv;
     for (size_t i = 0; i < vars.size(); ++i) venv[vb.getArgument(i)] = vars[i];
-    venv[vb.getArgument(vars.size())] = H::min(kt * T + rp, Nk - 1);
+    venv[vb.getArgument(vars.size())] = keyAt(kt, rp);
     reads_ = &tpv.reads;
     H::Expr value = H::cast<float>(eval(cast<attn::YieldOp>(vb.getTerminator()).getValues()[0], venv));
     reads_ = nullptr;
     tpv.reads.push_back(texp.name);
     std::vector<H::Expr> tpvArgs = withKey(vars, kt);
     tpv.func(tpvArgs) = 0.0f;
-    tpv.func(tpvArgs) += texp.func(scoreArgs(kt * T + rp)) * value;
+    tpv.func(tpvArgs) += texp.func(texpArgs(rp, kt)) * value;
     tpv.rvars = {rp[0]}, tpv.rvarNames = {keyName}, tpv.reduceKind = "sum";
 
     LoweredFunc state = part("state", FuncRole::OnlineState);
@@ -625,6 +640,7 @@ private:
     state.func(sargs) = H::Tuple(H::max(mo, mt), l * a + tsum.func(rowsTile(rt)) * b, acc * a + tpv.func(tpvAt) * b);
     state.rvars = {rt[0]}, state.rvarNames = {tileName};
     state.reads = {tmax.name, tsum.name, tpv.name};
+    state.keyCount = Nk, state.onlineTile = T;
 
     LoweredFunc out = part("", FuncRole::Online);
     out.vars = vars, out.varNames = varNames;
