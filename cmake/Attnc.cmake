@@ -6,9 +6,12 @@
 #                     [FUNCTION_NAME <c-name>]        # C symbol and descriptor name (default: kernel name)
 #                     [SCHEDULE auto|none|<rule>]     # default: auto
 #                     [DEFINES NAME=VALUE ...]
-#                     [SIZES NAME=VALUE ...]          # typical sizes for the cost-model passes
+#                     [SIZES NAME=VALUE ...]          # typical sizes for the cost-model passes and
+#                                                     # the tuning database's size bucket
 #                     [SAMPLE_ORDER auto|sample-first|project-first]
-#                     [ONLINE_SOFTMAX auto|on|off])  # attn-online-softmax (auto: on for CPU targets)
+#                     [ONLINE_SOFTMAX auto|on|off]    # attn-online-softmax (auto: on for CPU targets)
+#                     [TUNING_DB <path>|none])        # attn-tune's database (default: attnc-tuning.json
+#                                                     # beside the source, when present; docs/tuning.md)
 #
 # Produces an INTERFACE target <name> that links <name>.a (the kernel), the Halide runtime for its
 # target (one library per target, attnc_halide_runtime_<target>, shared by every kernel built for
@@ -53,7 +56,7 @@ function(attnc_add_library name)
   # Kept so that a build of the same kernel for another target can be derived (attnc_add_twin).
   set_property(GLOBAL PROPERTY _ATTNC_LIBRARY_ARGS_${name} "${ARGN}")
   set_property(GLOBAL APPEND PROPERTY _ATTNC_ALL_LIBRARIES ${name})
-  cmake_parse_arguments(ARG "" "SOURCE;KERNEL;FUNCTION_NAME;SCHEDULE;SAMPLE_ORDER;ONLINE_SOFTMAX" "TARGETS;DEFINES;SIZES" ${ARGN})
+  cmake_parse_arguments(ARG "" "SOURCE;KERNEL;FUNCTION_NAME;SCHEDULE;SAMPLE_ORDER;ONLINE_SOFTMAX;TUNING_DB" "TARGETS;DEFINES;SIZES" ${ARGN})
   if(NOT ARG_SOURCE)
     message(FATAL_ERROR "attnc_add_library(${name}): SOURCE is required")
   endif()
@@ -94,6 +97,15 @@ function(attnc_add_library name)
     endif()
     list(APPEND flags --online-softmax=${ARG_ONLINE_SOFTMAX})
   endif()
+  # The tuning database (attn-tune): attnc-tuning.json beside the source unless named; `none` ignores it.
+  if(DEFINED ARG_TUNING_DB)
+    if(ARG_TUNING_DB STREQUAL "none")
+      list(APPEND flags --tuning-db=none)
+    else()
+      get_filename_component(db "${ARG_TUNING_DB}" ABSOLUTE)
+      list(APPEND flags --tuning-db=${db})
+    endif()
+  endif()
   add_custom_command(
     OUTPUT "${prefix}.a" "${prefix}.h" "${prefix}.attnc.h"
     COMMAND ${CMAKE_COMMAND} -E make_directory "${dir}"
@@ -124,7 +136,7 @@ function(attnc_add_twin name library)
   if(NOT args)
     message(FATAL_ERROR "attnc_add_twin(${name}): '${library}' was not made by attnc_add_library")
   endif()
-  cmake_parse_arguments(ARG "" "SOURCE;KERNEL;FUNCTION_NAME;SCHEDULE;SAMPLE_ORDER;ONLINE_SOFTMAX" "TARGETS;DEFINES;SIZES" ${args})
+  cmake_parse_arguments(ARG "" "SOURCE;KERNEL;FUNCTION_NAME;SCHEDULE;SAMPLE_ORDER;ONLINE_SOFTMAX;TUNING_DB" "TARGETS;DEFINES;SIZES" ${args})
   if(NOT ARG_FUNCTION_NAME)
     message(FATAL_ERROR "attnc_add_twin(${name}): '${library}' needs an explicit FUNCTION_NAME")
   endif()

@@ -19,14 +19,18 @@ public:
     return !t.has_gpu_feature() && findDensePattern(const_cast<LoweredKernel&>(k), &p);
   }
 
-  void apply(LoweredKernel& k, const H::Target& t) const override {
+  std::vector<Knob> knobs(const LoweredKernel&, const H::Target&) const override {
+    return {{"dense.rows", {2, 4, 8}, 4}, {"dense.key_vectors", {1, 2, 4, 8}, 4}};
+  }
+
+  void apply(LoweredKernel& k, const H::Target& t, const ScheduleParams& params) const override {
     DensePattern pat;
     findDensePattern(k, &pat);
     const int vec = t.natural_vector_size<float>();
     // Query rows per tile. 4 rows x 4 vectors of keys keeps 16 accumulators in registers for the
     // score contraction (AVX2 has 16 ymm registers; AVX-512 has 32 and could take 8 rows).
-    const int rows = 4;
-    const int keyBlock = 4 * vec;
+    const int rows = params.get("dense.rows", 4);
+    const int keyBlock = params.get("dense.key_vectors", 4) * vec;
 
     LoweredFunc& O = *pat.out;
     const size_t n = O.vars.size();

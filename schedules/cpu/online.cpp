@@ -46,7 +46,8 @@ bool hasVar(const LoweredFunc& f, const std::string& n) {
   return std::find(f.varNames.begin(), f.varNames.end(), n) != f.varNames.end();
 }
 
-void scheduleGroup(LoweredKernel& k, OnlinePattern& g, const H::Target& t, const OnlineParams& prm) {
+void scheduleGroup(LoweredKernel& k, OnlinePattern& g, const H::Target& t, const OnlineParams& prm,
+                   const ScheduleParams& params) {
   const int vec = t.natural_vector_size<float>();
   LoweredFunc& O = *g.out;
   LoweredFunc& S = *g.state;
@@ -58,7 +59,7 @@ void scheduleGroup(LoweredKernel& k, OnlinePattern& g, const H::Target& t, const
   if (g.queryVar.empty()) {
     // No row index (a single query row): the output as any Func; the state and tiles are then
     // computed per output element, where Halide puts unscheduled reductions.
-    scheduleGenericFunc(O, t);
+    scheduleGenericFunc(O, t, params);
     return;
   }
   H::Var i = varNamed(O, g.queryVar);
@@ -194,17 +195,44 @@ public:
     return !t.has_gpu_feature() && !findOnline(const_cast<LoweredKernel&>(k)).empty();
   }
 
-  void apply(LoweredKernel& k, const H::Target& t) const override {
-    std::vector<OnlinePattern> groups = findOnline(k);
+  std::vector<Knob> knobs(const LoweredKernel& k, const H::Target&) const override {
+    OnlineParams d;
+    std::vector<Knob> ks = {{"online.query_tile", {16, 32, 64}, d.queryTile},
+                            {"online.score_rows", {1, 2, 4}, d.scoreRows},
+                            {"online.value_rows", {2, 4, 8}, d.valueRows},
+                            {"online.value_vectors", {1, 2, 4}, d.valueVectors}};
+    // The generic knobs only where Funcs outside the online groups (projections) take them.
+    std::set<const LoweredFunc*> grouped = groupedFuncs(const_cast<LoweredKernel&>(k));
+    for (const LoweredFunc& f : k.funcs)
+      if (!grouped.count(&f) && genericSchedules(f)) {
+        for (Knob kb : genericKnobs()) ks.push_back(kb);
+        break;
+      }
+    return ks;
+  }
+
+  void apply(LoweredKernel& k, const H::Target& t, const ScheduleParams& params) const override {
+    std::set<const LoweredFunc*> grouped = groupedFuncs(k);
+    for (LoweredFunc& f : k.funcs)
+      if (!grouped.count(&f)) scheduleGenericFunc(f, t, params);
+    OnlineParams prm;
+    prm.queryTile = params.get("online.query_tile", prm.queryTile);
+    prm.scoreRows = params.get("online.score_rows", prm.scoreRows);
+    prm.valueRows = params.get("online.value_rows", prm.valueRows);
+    prm.valueVectors = params.get("online.value_vectors", prm.valueVectors);
+    for (OnlinePattern& g : findOnline(k)) scheduleGroup(k, g, t, prm, params);
+  }
+
+private:
+  // The Funcs this rule schedules itself: every part of each online softmax and its contractions.
+  static std::set<const LoweredFunc*> groupedFuncs(LoweredKernel& k) {
     std::set<const LoweredFunc*> grouped;
-    for (const OnlinePattern& g : groups) {
+    for (const OnlinePattern& g : findOnline(k)) {
       for (const LoweredFunc& f : k.funcs)
         if (f.definition == g.out->definition) grouped.insert(&f);
       grouped.insert(g.contractions.begin(), g.contractions.end());
     }
-    for (LoweredFunc& f : k.funcs)
-      if (!grouped.count(&f)) scheduleGenericFunc(f, t);
-    for (OnlinePattern& g : groups) scheduleGroup(k, g, t, OnlineParams{});
+    return grouped;
   }
 };
 

@@ -222,7 +222,10 @@ public:
     return !t.has_gpu_feature() && !findSampling(const_cast<LoweredKernel&>(k)).empty();
   }
 
-  void apply(LoweredKernel& k, const H::Target& t) const override {
+  // Its own loops are fixed; the Funcs outside its pattern (projections) take the generic knobs.
+  std::vector<Knob> knobs(const LoweredKernel&, const H::Target&) const override { return genericKnobs(); }
+
+  void apply(LoweredKernel& k, const H::Target& t, const ScheduleParams& params) const override {
     std::vector<LoweredFunc*> sampling = findSampling(k), homes;
     for (LoweredFunc* s : sampling) homes.push_back(s->isOutput ? nullptr : reshapingConsumer(k, *s));
     for (size_t i = 0; i < homes.size(); ++i) // a consumer of two samplings is scheduled once: neither lives in it
@@ -231,7 +234,7 @@ public:
     for (LoweredFunc& f : k.funcs) {
       bool mine = std::find(sampling.begin(), sampling.end(), &f) != sampling.end() ||
                   std::find(homes.begin(), homes.end(), &f) != homes.end();
-      if (!mine) scheduleGenericFunc(f, t);
+      if (!mine) scheduleGenericFunc(f, t, params);
     }
     const int vec = t.natural_vector_size<float>();
     // Channels per vector: two native vectors (32 floats with AVX-512) cover a Deformable DETR

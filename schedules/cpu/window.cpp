@@ -25,14 +25,17 @@ public:
     return !t.has_gpu_feature() && findWindow(const_cast<LoweredKernel&>(k), &w);
   }
 
-  void apply(LoweredKernel& k, const H::Target& t) const override {
+  // Its own loops are fixed; the Funcs outside its pattern (projections) take the generic knobs.
+  std::vector<Knob> knobs(const LoweredKernel&, const H::Target&) const override { return genericKnobs(); }
+
+  void apply(LoweredKernel& k, const H::Target& t, const ScheduleParams& params) const override {
     WindowPattern w;
     findWindow(k, &w);
     const int vec = t.natural_vector_size<float>();
     for (LoweredFunc& f : k.funcs) {
       bool part = std::find(w.parts.begin(), w.parts.end(), &f) != w.parts.end();
       bool consumer = std::find(w.consumers.begin(), w.consumers.end(), &f) != w.consumers.end();
-      if (!part && !consumer) scheduleGenericFunc(f, t);
+      if (!part && !consumer) scheduleGenericFunc(f, t, params);
     }
     // The consumer: parallel over (batch, row) fused, vectorized over its innermost index.
     LoweredFunc& c = *w.consumers[0];

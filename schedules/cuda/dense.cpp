@@ -31,7 +31,7 @@ public:
     return t.has_feature(H::Target::CUDA) && findDensePattern(const_cast<LoweredKernel&>(k), &p);
   }
 
-  void apply(LoweredKernel& k, const H::Target& t) const override {
+  void apply(LoweredKernel& k, const H::Target& t, const ScheduleParams& params) const override {
     DensePattern pat;
     findDensePattern(k, &pat);
     // Everything outside the pattern (projections, biases) as the generic rule has it.

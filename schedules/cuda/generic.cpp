@@ -12,7 +12,7 @@ public:
   int priority() const override { return 0; }
   bool applies(const LoweredKernel&, const H::Target& t) const override { return t.has_feature(H::Target::CUDA); }
 
-  void apply(LoweredKernel& k, const H::Target& t) const override {
+  void apply(LoweredKernel& k, const H::Target& t, const ScheduleParams& params) const override {
     for (LoweredFunc& f : k.funcs) scheduleCudaGenericFunc(f, t);
   }
 };

@@ -24,7 +24,7 @@ public:
     return t.has_feature(H::Target::CUDA) && !findSampling(const_cast<LoweredKernel&>(k)).empty();
   }
 
-  void apply(LoweredKernel& k, const H::Target& t) const override {
+  void apply(LoweredKernel& k, const H::Target& t, const ScheduleParams& params) const override {
     std::vector<LoweredFunc*> sampling = findSampling(k);
     for (LoweredFunc& f : k.funcs)
       if (std::find(sampling.begin(), sampling.end(), &f) == sampling.end()) scheduleCudaGenericFunc(f, t);

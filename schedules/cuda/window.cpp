@@ -22,7 +22,7 @@ public:
     return t.has_feature(H::Target::CUDA) && findWindow(const_cast<LoweredKernel&>(k), &w);
   }
 
-  void apply(LoweredKernel& k, const H::Target& t) const override {
+  void apply(LoweredKernel& k, const H::Target& t, const ScheduleParams& params) const override {
     WindowPattern w;
     findWindow(k, &w);
     for (LoweredFunc& f : k.funcs)

@@ -10,7 +10,8 @@ namespace {
 namespace H = Halide;
 
 // Names of the kernel inputs read with `var` somewhere in their coordinates. Halide reads an
-// ImageParam `k` through an implicit Func named `k_im`.
+// ImageParam through an implicit Func; compare Halide's own names, which a second lowering of the
+// same kernel in one process (attn-tune) uniquifies (`k_im$2`).
 class InputsUsingVar : public H::Internal::IRVisitor {
 public:
   InputsUsingVar(const LoweredKernel& k, std::string var) : k_(k), var_(std::move(var)) {}
@@ -20,7 +21,7 @@ private:
   using H::Internal::IRVisitor::visit;
   void visit(const H::Internal::Call* c) override {
     for (const KernelParam& p : k_.inputs) {
-      if (c->name != p.name && c->name != p.name + "_im") continue;
+      if (c->name != p.param.name() && c->name != H::Func(p.param).name()) continue;
       for (const H::Expr& a : c->args)
         if (H::Internal::expr_uses_var(a, var_)) {
           found.push_back(p.name);

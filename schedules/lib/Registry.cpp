@@ -2,6 +2,7 @@
 #include "attnc/Schedule.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <stdexcept>
 
 namespace attnc {
@@ -36,22 +37,77 @@ static void scheduleChecks(LoweredKernel& k) {
     if (f.role == FuncRole::Check || f.definition == "kernel") f.func.compute_root();
 }
 
-std::string applySchedule(LoweredKernel& k, const Halide::Target& t, const std::string& choice) {
-  if (choice == "none") return "none";
+std::string ScheduleParams::str() const {
+  if (values.empty()) return "default";
+  std::string s;
+  for (const auto& [k, v] : values) s += (s.empty() ? "" : ",") + k + "=" + std::to_string(v);
+  return s;
+}
+
+bool ScheduleParams::parse(const std::string& text, ScheduleParams* out, std::string* err) {
+  out->values.clear();
+  if (text.empty() || text == "default") return true;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    size_t eq = item.find('=');
+    std::string name = eq == std::string::npos ? item : item.substr(0, eq);
+    std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    char* end = nullptr;
+    long v = value.empty() ? 0 : std::strtol(value.c_str(), &end, 10);
+    if (name.empty() || value.empty() || *end || v < 1 || v > 4096) {
+      *err = "schedule parameter '" + item + "' is not KNOB=VALUE with VALUE in 1..4096";
+      return false;
+    }
+    if (!out->values.emplace(name, (int)v).second) {
+      *err = "schedule parameter '" + name + "' is given twice";
+      return false;
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return true;
+}
+
+const ScheduleRule* selectRule(const LoweredKernel& k, const Halide::Target& t, const std::string& choice) {
+  if (choice == "none") return nullptr;
   for (const auto& r : scheduleRules()) {
     if (choice != "auto" && r->name() != choice) continue;
     if (!r->applies(k, t)) {
       if (choice == "auto") continue;
       throw std::runtime_error("schedule '" + choice + "' does not apply to kernel '" + k.name + "' for target " + t.to_string());
     }
-    r->apply(k, t);
-    scheduleChecks(k);
-    return r->name();
+    return r.get();
   }
   if (choice == "auto") throw std::runtime_error("no schedule applies to kernel '" + k.name + "' for target " + t.to_string());
   std::string names;
   for (const auto& r : scheduleRules()) names += (names.empty() ? "" : ", ") + r->name();
   throw std::runtime_error("unknown schedule '" + choice + "' (expected none, auto, " + names + ")");
+}
+
+std::string applySchedule(LoweredKernel& k, const Halide::Target& t, const std::string& choice, const ScheduleParams& params) {
+  const ScheduleRule* r = selectRule(k, t, choice);
+  if (!r) {
+    if (!params.empty()) throw std::runtime_error("schedule parameters (" + params.str() + ") need a schedule, not 'none'");
+    return "none";
+  }
+  // A knob the rule does not read would be ignored silently: refuse it, naming the ones it has.
+  std::vector<Knob> knobs = r->knobs(k, t);
+  for (const auto& [name, value] : params.values) {
+    bool known = false;
+    for (const Knob& kb : knobs) known |= kb.name == name;
+    if (!known) {
+      std::string names;
+      for (const Knob& kb : knobs) names += (names.empty() ? "" : ", ") + kb.name;
+      throw std::runtime_error("schedule '" + r->name() + "' has no knob '" + name + "' for kernel '" + k.name + "'" +
+                               (names.empty() ? std::string(" (it has none)") : " (it has " + names + ")"));
+    }
+    if (value < 1 || value > 4096) throw std::runtime_error("schedule knob '" + name + "' = " + std::to_string(value) + " is outside 1..4096");
+  }
+  r->apply(k, t, params);
+  scheduleChecks(k);
+  return r->name();
 }
 
 } // namespace attnc

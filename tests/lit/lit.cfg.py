@@ -1,4 +1,4 @@
-# lit configuration for attnc: .attn and .mlir files are tests; RUN lines use attnc, attn-opt, attn-run.
+# lit configuration for attnc: .attn and .mlir files are tests; RUN lines use attnc, attn-opt, attn-run, attn-tune.
 import os
 import lit.formats
 
@@ -15,7 +15,7 @@ config.environment["PATH"] = path
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%variants", os.path.join(config.attnc_src_root, "dsl", "variants")))
 config.substitutions.append(("%attnc_std", os.path.join(config.attnc_src_root, "dsl", "std")))
-for tool in ["attnc", "attn-opt", "attn-run", "FileCheck", "not", "count"]:
+for tool in ["attnc", "attn-opt", "attn-run", "attn-tune", "FileCheck", "not", "count"]:
     d = config.attnc_tools_dir if tool.startswith("attn") else config.llvm_tools_dir
     if not os.path.exists(os.path.join(d, tool)):
         lit_config.fatal("lit: cannot find %s in %s" % (tool, d))

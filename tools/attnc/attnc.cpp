@@ -1,6 +1,7 @@
 // attnc: compiles a .attn kernel and prints or writes any stage (ast, mlir, halide, stmt, llvm, asm, ptx, obj, lib).
 #include "attnc/Driver.h"
 #include "attnc/Schedule.h"
+#include "attnc/TuningDb.h"
 #include "attnc/Transforms/Passes.h"
 
 #include "mlir/IR/AsmState.h"
@@ -34,6 +35,12 @@ const char* kUsage =
     "  --online-softmax=M  auto (default: on for CPU targets, off for CUDA), on or off: fuse softmax\n"
     "                    and the weighted sum over its axis into a streaming online softmax\n"
     "  --online-tile=N   keys per tile of the online softmax (default 128, or the key count from --sizes)\n"
+    "  --schedule-params=K=V,...  knob values for the schedule rule (what attn-tune searches; see\n"
+    "                    docs/tuning.md); unset knobs keep the rule's defaults\n"
+    "  --tuning-db=PATH  tuning database from attn-tune (default: attnc-tuning.json beside FILE, when\n"
+    "                    present; 'none' for no database). Its entry for this kernel, target and the\n"
+    "                    --sizes bucket sets the schedule knobs and the online tile, unless --schedule,\n"
+    "                    --schedule-params or --online-tile is given\n"
     "  --no-opt          skip the dialect passes (--emit=mlir then shows MLIRGen's output)\n"
     "  --no-runtime      leave the Halide runtime out of obj/lib (link one from --emit=runtime)\n"
     "  --emit=runtime -o PREFIX   write the Halide runtime for --target as PREFIX.a (no input file)\n";
@@ -90,6 +97,8 @@ int main(int argc, char** argv) {
   bool runPasses = true;
   bool noRuntime = false;
   std::string online = "auto";
+  std::string tuningDbPath, scheduleParamsText;
+  bool explicitSchedule = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const std::string& flag) -> std::string {
@@ -105,6 +114,16 @@ int main(int argc, char** argv) {
       targetStr = value("--target");
     } else if (a.rfind("--schedule=", 0) == 0) {
       schedule = value("--schedule");
+      explicitSchedule |= schedule != "auto";
+    } else if (a.rfind("--schedule-params=", 0) == 0) {
+      scheduleParamsText = value("--schedule-params");
+      explicitSchedule = true;
+      attnc::ScheduleParams probe;
+      std::string err;
+      if (!attnc::ScheduleParams::parse(scheduleParamsText, &probe, &err)) return fail(err);
+    } else if (a.rfind("--tuning-db=", 0) == 0) {
+      tuningDbPath = value("--tuning-db");
+      if (tuningDbPath.empty()) return fail("--tuning-db needs a path (or 'none')");
     } else if (a.rfind("--kernel=", 0) == 0) {
       kernelName = value("--kernel");
     } else if (a.rfind("--function-name=", 0) == 0) {
@@ -128,6 +147,7 @@ int main(int argc, char** argv) {
       long v = t.empty() ? 0 : std::strtol(t.c_str(), &end, 10);
       if (t.empty() || *end || v <= 0 || v > 65536) return fail("--online-tile expects a key count in 1..65536, got '" + t + "'");
       passOpts.onlineTile = v;
+      explicitSchedule = true;
     } else if (a == "--no-runtime") {
       noRuntime = true;
     } else if (a == "--no-opt") {
@@ -209,6 +229,9 @@ int main(int argc, char** argv) {
     std::string text = esc(target) + ":";
     text += " " + esc(input);
     for (const auto& f : fe.module->files) text += " " + esc(f->path);
+    // A retuned database rebuilds the kernel (one created after this build is not noticed).
+    std::string db = tuningDbPath.empty() ? attnc::defaultTuningDbPath(input) : tuningDbPath;
+    if (tuningDbPath != "none" && !explicitSchedule && std::ifstream(db)) text += " " + esc(db);
     text += "\n";
     if (int rc = emitText(text, depfile)) return rc;
   }
@@ -222,6 +245,44 @@ int main(int argc, char** argv) {
     std::ostringstream os;
     attnc::dsl::printModule(os, *fe.module);
     return emitText(os.str(), outPath);
+  }
+
+  // The tuning database: attn-tune's knobs for this kernel, target and size bucket.
+  attnc::ScheduleParams scheduleParams;
+  std::string err;
+  if (!attnc::ScheduleParams::parse(scheduleParamsText, &scheduleParams, &err)) return fail(err);
+  std::string tunedFrom; // what the stmt header and errors cite
+  const attnc::TuningEntry* tuned = nullptr;
+  attnc::TuningDb db;
+  {
+    bool named = !tuningDbPath.empty() && tuningDbPath != "none";
+    std::string path = named ? tuningDbPath : tuningDbPath == "none" ? "" : attnc::defaultTuningDbPath(input);
+    if (!path.empty() && !explicitSchedule) {
+      if (named && !std::ifstream(path)) return fail("cannot read the tuning database '" + path + "'");
+      if (!attnc::TuningDb::load(path, &db, &err)) return fail(err);
+      std::string kname = kernelName;
+      if (kname.empty() && fe.module->kernels.size() == 1) kname = fe.module->kernels[0]->name;
+      Halide::Target t;
+      std::string ignored;
+      if (!kname.empty() && attnc::parseTarget(targetStr, &t, &ignored)) {
+        std::string variant = input.substr(input.find_last_of('/') + 1) + ":" + kname;
+        std::string target = attnc::tuningTargetKey(t);
+        if (!passOpts.estimates.empty()) {
+          tuned = db.find(variant, target, attnc::bucketOf(passOpts.estimates));
+        } else {
+          std::vector<const attnc::TuningEntry*> all = db.all(variant, target);
+          if (all.size() == 1) tuned = all[0];
+          else if (all.size() > 1)
+            std::cerr << "attnc: note: " << path << " tunes " << variant << " for " << all.size()
+                      << " size buckets on this target; pass --sizes to pick one (using the default schedule)\n";
+        }
+        if (tuned) {
+          tunedFrom = path + " [" + tuned->bucket + "]";
+          scheduleParams.values = tuned->params;
+          if (tuned->onlineTile > 0) passOpts.onlineTile = tuned->onlineTile;
+        }
+      }
+    }
   }
 
   mlir::MLIRContext ctx;
@@ -244,7 +305,6 @@ int main(int argc, char** argv) {
   }
 
   Halide::Target target;
-  std::string err;
   if (!attnc::parseTarget(targetStr, &target, &err)) return fail(err);
   attnc::attn::KernelOp kernel = attnc::selectKernel(*module, kernelName, std::cerr);
   if (!kernel) return 1;
@@ -254,7 +314,27 @@ int main(int argc, char** argv) {
     attnc::LoweredKernel lk = attnc::lowerToHalide(kernel);
     if (!fnName.empty()) lk.name = fnName;
     if (emit == "halide") return emitText(attnc::printAlgorithm(lk), outPath);
-    std::string applied = attnc::applySchedule(lk, target, schedule);
+    std::string applied;
+    if (tuned) {
+      // An entry from another attnc (or rule) may not fit any more: say so, keep the default.
+      if (tuned->rule != attnc::selectRule(lk, target, schedule)->name()) {
+        std::cerr << "attnc: warning: " << tunedFrom << " was tuned for schedule '" << tuned->rule
+                  << "', which no longer applies first; using the default schedule (rerun attn-tune)\n";
+        scheduleParams = {};
+        tuned = nullptr;
+      } else {
+        attnc::LoweredKernel probe = attnc::lowerToHalide(kernel);
+        try {
+          attnc::applySchedule(probe, target, schedule, scheduleParams);
+        } catch (const std::runtime_error& e) {
+          std::cerr << "attnc: warning: " << tunedFrom << ": " << e.what() << "; using the default schedule (rerun attn-tune)\n";
+          scheduleParams = {};
+          tuned = nullptr;
+        }
+      }
+    }
+    applied = attnc::applySchedule(lk, target, schedule, scheduleParams);
+    if (!scheduleParams.empty()) applied += " (" + scheduleParams.str() + (tuned ? ", tuned: " + tunedFrom : std::string()) + ")";
     Halide::Pipeline p = lk.pipeline();
     std::vector<Halide::Argument> args = lk.arguments();
     char tmpl[] = "/tmp/attnc.XXXXXX";

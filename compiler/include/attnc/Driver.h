@@ -45,6 +45,10 @@ attn::KernelOp selectKernel(mlir::ModuleOp m, const std::string& name, std::ostr
 // target string such as x86-64-linux-avx2-fma.
 bool parseTarget(const std::string& s, Halide::Target* t, std::string* err);
 
+// The target as the tuning database keys it: the architecture and CPU/GPU features, without the
+// features that only change how code is packaged or checked (no_runtime, jit, profile, ...).
+std::string tuningTargetKey(const Halide::Target& t);
+
 // True when both paths name the same existing file (compared by device and inode, so `./x`,
 // absolute paths and links all match); used to refuse overwriting inputs.
 bool sameFile(const std::string& a, const std::string& b);

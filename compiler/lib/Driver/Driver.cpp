@@ -95,6 +95,15 @@ bool sameFile(const std::string& a, const std::string& b) {
   return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+std::string tuningTargetKey(const Halide::Target& t) {
+  using F = Halide::Target::Feature;
+  Halide::Target k = t;
+  for (F f : {F::NoRuntime, F::JIT, F::Profile, F::Debug, F::NoAsserts, F::NoBoundsQuery, F::UserContext,
+              F::TraceLoads, F::TraceStores, F::TraceRealizations, F::TracePipeline, F::ProfileByTimer})
+    k = k.without_feature(f);
+  return k.to_string();
+}
+
 bool parseTarget(const std::string& s, Halide::Target* t, std::string* err) {
   if (s == "host") {
     *t = Halide::get_host_target();

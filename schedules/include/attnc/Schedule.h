@@ -3,11 +3,35 @@
 
 #include "attnc/HalideGen.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace attnc {
+
+// Values for a rule's tunable knobs (tile sizes, register blocks, vector widths, how many loops
+// run in parallel): what attn-tune searches and the tuning database stores. A knob left unset
+// takes the rule's hand-picked default, so empty params are the default schedule.
+struct ScheduleParams {
+  std::map<std::string, int> values;
+  int get(const std::string& knob, int dflt) const {
+    auto it = values.find(knob);
+    return it == values.end() ? dflt : it->second;
+  }
+  bool empty() const { return values.empty(); }
+  // "knob=value,knob=value" (sorted by knob), "default" when empty.
+  std::string str() const;
+  // Parses str()'s form ("default" or empty: no values); false with a message otherwise.
+  static bool parse(const std::string& text, ScheduleParams* out, std::string* err);
+};
+
+// One knob of a rule's search space: its candidate values and the default among them.
+struct Knob {
+  std::string name;
+  std::vector<int> choices;
+  int dflt;
+};
 
 // A rule recognises a pattern in a lowered kernel and schedules it for one kind of target. Rules
 // only call Halide's scheduling API, so they can never change what the kernel computes.
@@ -18,7 +42,9 @@ public:
   // Higher wins when several rules apply; the generic fallback has the lowest.
   virtual int priority() const = 0;
   virtual bool applies(const LoweredKernel& k, const Halide::Target& t) const = 0;
-  virtual void apply(LoweredKernel& k, const Halide::Target& t) const = 0;
+  // The knobs `apply` reads for this kernel (empty: nothing to tune).
+  virtual std::vector<Knob> knobs(const LoweredKernel&, const Halide::Target&) const { return {}; }
+  virtual void apply(LoweredKernel& k, const Halide::Target& t, const ScheduleParams& params) const = 0;
 };
 
 std::unique_ptr<ScheduleRule> makeCpuDenseRule();
@@ -28,7 +54,11 @@ std::unique_ptr<ScheduleRule> makeCpuGenericRule();
 // The generic rule's choice for one Func (root storage for reductions and softmax statistics,
 // outer indices fused and parallel, innermost vectorized); other rules use it for the Funcs
 // outside their pattern.
-void scheduleGenericFunc(LoweredFunc& f, const Halide::Target& t);
+// Its knobs (`generic.*`, see genericKnobs) come from `params`.
+void scheduleGenericFunc(LoweredFunc& f, const Halide::Target& t, const ScheduleParams& params = {});
+std::vector<Knob> genericKnobs();
+// Whether scheduleGenericFunc gives `f` a loop nest of its own (else it is inlined, knobs unused).
+bool genericSchedules(const LoweredFunc& f);
 
 // CUDA targets (schedules/cuda/): the generic rule's choice for one Func (root Funcs as grids of
 // 32 x 8 thread tiles over the two innermost indices, outer indices fused into the third grid
@@ -44,9 +74,15 @@ void scheduleCudaStage(Halide::Stage st, const LoweredFunc& f, int tileX, int ti
 // Every rule, best first.
 const std::vector<std::unique_ptr<ScheduleRule>>& scheduleRules();
 
+// The rule `choice` names: "auto" (the best applicable rule) or a rule's name; null for "none".
+// Throws std::runtime_error for an unknown or inapplicable rule.
+const ScheduleRule* selectRule(const LoweredKernel& k, const Halide::Target& t, const std::string& choice);
+
 // Applies `choice`: "auto" (the best applicable rule), "none" (leave the pipeline unscheduled:
-// everything inlined into the outputs, as Halide does by default) or a rule's name. Returns the
-// name of what was applied; throws std::runtime_error for an unknown or inapplicable rule.
-std::string applySchedule(LoweredKernel& k, const Halide::Target& t, const std::string& choice);
+// everything inlined into the outputs, as Halide does by default) or a rule's name, with knob
+// values from `params`. Returns the name of what was applied; throws std::runtime_error for an
+// unknown or inapplicable rule, and for a knob the rule does not have or a value outside 1..4096.
+std::string applySchedule(LoweredKernel& k, const Halide::Target& t, const std::string& choice,
+                          const ScheduleParams& params = {});
 
 } // namespace attnc

@@ -1,0 +1,53 @@
+// The tuning database: attn-tune's best schedule per (variant, target, shape bucket), as JSON.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace attnc {
+
+// One tuned (variant, target, bucket). `tried` keeps every configuration measured (its key is
+// configKey()), so an interrupted attn-tune run resumes where it stopped.
+struct TuningEntry {
+  std::string variant; // "<file name>:<kernel>", e.g. "sdpa.attn:sdpa"
+  std::string target;  // Halide's target string, features included
+  std::string bucket;  // bucketOf(sizes)
+  std::map<std::string, int64_t> sizes; // the sizes it was measured at
+  std::string rule;                     // the schedule rule the params belong to
+  std::map<std::string, int> params;    // knob values (unset knobs take the rule's defaults)
+  int onlineTile = 0;                   // key tile of the online softmax (0: the pass's default)
+  double timeMs = 0, defaultMs = 0;     // best and default schedule, median ms
+  std::map<std::string, double> baselines; // Halide autoschedulers by name (ms; < 0: failed)
+  std::map<std::string, double> tried;     // configKey -> median ms (< 0: failed to compile)
+  std::string machine, updated;
+};
+
+struct TuningDb {
+  std::vector<TuningEntry> entries;
+
+  // Reads `path`; a missing file is an empty database. False with a message naming the file for
+  // unreadable or malformed content (never a crash).
+  static bool load(const std::string& path, TuningDb* out, std::string* err);
+  // Writes atomically (temporary file, then rename).
+  bool save(const std::string& path, std::string* err) const;
+
+  TuningEntry* find(const std::string& variant, const std::string& target, const std::string& bucket);
+  const TuningEntry* find(const std::string& variant, const std::string& target, const std::string& bucket) const;
+  // Every entry for a variant on a target, whatever its bucket.
+  std::vector<const TuningEntry*> all(const std::string& variant, const std::string& target) const;
+  TuningEntry& upsert(const std::string& variant, const std::string& target, const std::string& bucket);
+};
+
+// Sizes rounded up to powers of two, "NAME=VALUE" sorted by name and joined by commas: shapes
+// within a factor of two of each other share their tuned schedule.
+std::string bucketOf(const std::map<std::string, int64_t>& sizes);
+
+// "tile=T;knob=v,knob=v": one configuration of the search (T = 0 for the pass's default).
+std::string configKey(int onlineTile, const std::map<std::string, int>& params);
+
+// The database attnc uses for `source` when none is named: attnc-tuning.json beside it.
+std::string defaultTuningDbPath(const std::string& source);
+
+} // namespace attnc

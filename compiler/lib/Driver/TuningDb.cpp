@@ -1,0 +1,181 @@
+// The tuning database (attnc-tuning.json): load, look up, update and save attn-tune's results.
+#include "attnc/TuningDb.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace attnc {
+namespace json = llvm::json;
+
+namespace {
+
+constexpr const char* kFormat = "attnc-tuning-db";
+constexpr int64_t kVersion = 1;
+
+bool fail(std::string* err, const std::string& path, const std::string& what) {
+  *err = path + ": " + what;
+  return false;
+}
+
+} // namespace
+
+std::string bucketOf(const std::map<std::string, int64_t>& sizes) {
+  std::string s;
+  for (const auto& [name, v] : sizes) {
+    int64_t b = 1;
+    while (b < v && b < (int64_t(1) << 40)) b <<= 1;
+    s += (s.empty() ? "" : ",") + name + "=" + std::to_string(b);
+  }
+  return s;
+}
+
+std::string configKey(int onlineTile, const std::map<std::string, int>& params) {
+  std::string s = "tile=" + std::to_string(onlineTile) + ";";
+  bool first = true;
+  for (const auto& [k, v] : params) {
+    s += (first ? "" : ",") + k + "=" + std::to_string(v);
+    first = false;
+  }
+  return s;
+}
+
+std::string defaultTuningDbPath(const std::string& source) {
+  size_t slash = source.find_last_of('/');
+  return (slash == std::string::npos ? std::string() : source.substr(0, slash + 1)) + "attnc-tuning.json";
+}
+
+bool TuningDb::load(const std::string& path, TuningDb* out, std::string* err) {
+  out->entries.clear();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return true; // no database yet
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (!in.good() && !in.eof()) return fail(err, path, "cannot read the tuning database");
+  auto parsed = json::parse(ss.str());
+  if (!parsed) return fail(err, path, "not JSON: " + llvm::toString(parsed.takeError()));
+  const json::Object* root = parsed->getAsObject();
+  if (!root) return fail(err, path, "a tuning database is a JSON object");
+  auto format = root->getString("format");
+  if (!format || *format != kFormat) return fail(err, path, std::string("not an attnc tuning database (\"format\" is not \"") + kFormat + "\")");
+  auto version = root->getInteger("version");
+  if (!version || *version != kVersion)
+    return fail(err, path, "tuning database version " + (version ? std::to_string(*version) : std::string("missing")) +
+                               ", this attnc reads version " + std::to_string(kVersion));
+  const json::Array* entries = root->getArray("entries");
+  if (!entries) return fail(err, path, "\"entries\" must be an array");
+  for (size_t n = 0; n < entries->size(); ++n) {
+    const json::Object* o = (*entries)[n].getAsObject();
+    std::string where = "entry " + std::to_string(n) + ": ";
+    if (!o) return fail(err, path, where + "not an object");
+    TuningEntry e;
+    auto str = [&](const char* key, std::string* v, bool required) {
+      auto s = o->getString(key);
+      if (s) *v = s->str();
+      return s.has_value() || !required;
+    };
+    if (!str("variant", &e.variant, true) || !str("target", &e.target, true) || !str("bucket", &e.bucket, true) ||
+        !str("rule", &e.rule, true))
+      return fail(err, path, where + "needs string fields variant, target, bucket and rule");
+    str("machine", &e.machine, false);
+    str("updated", &e.updated, false);
+    if (auto t = o->getInteger("online_tile")) {
+      if (*t < 0 || *t > 65536) return fail(err, path, where + "online_tile must be in 0..65536");
+      e.onlineTile = (int)*t;
+    }
+    if (auto t = o->getNumber("time_ms")) e.timeMs = *t;
+    if (auto t = o->getNumber("default_ms")) e.defaultMs = *t;
+    if (const json::Object* p = o->getObject("params")) {
+      for (const auto& [k, v] : *p) {
+        auto i = v.getAsInteger();
+        if (!i || *i < 1 || *i > 4096) return fail(err, path, where + "params." + k.str() + " must be an integer in 1..4096");
+        e.params[k.str()] = (int)*i;
+      }
+    }
+    if (const json::Object* p = o->getObject("sizes")) {
+      for (const auto& [k, v] : *p) {
+        auto i = v.getAsInteger();
+        if (!i || *i < 1) return fail(err, path, where + "sizes." + k.str() + " must be a positive integer");
+        e.sizes[k.str()] = *i;
+      }
+    }
+    for (auto [field, map] : {std::pair<const char*, std::map<std::string, double>*>{"baselines", &e.baselines}, {"tried", &e.tried}}) {
+      if (const json::Object* p = o->getObject(field)) {
+        for (const auto& [k, v] : *p) {
+          auto d = v.getAsNumber();
+          if (!d) return fail(err, path, where + field + "." + k.str() + " must be a number");
+          (*map)[k.str()] = *d;
+        }
+      }
+    }
+    out->entries.push_back(std::move(e));
+  }
+  return true;
+}
+
+bool TuningDb::save(const std::string& path, std::string* err) const {
+  json::Array arr;
+  for (const TuningEntry& e : entries) {
+    json::Object o{{"variant", e.variant}, {"target", e.target}, {"bucket", e.bucket}, {"rule", e.rule},
+                   {"online_tile", e.onlineTile}, {"time_ms", e.timeMs}, {"default_ms", e.defaultMs},
+                   {"machine", e.machine}, {"updated", e.updated}};
+    json::Object sizes, params, baselines, tried;
+    for (const auto& [k, v] : e.sizes) sizes[k] = v;
+    for (const auto& [k, v] : e.params) params[k] = v;
+    for (const auto& [k, v] : e.baselines) baselines[k] = v;
+    for (const auto& [k, v] : e.tried) tried[k] = v;
+    o["sizes"] = std::move(sizes);
+    o["params"] = std::move(params);
+    o["baselines"] = std::move(baselines);
+    o["tried"] = std::move(tried);
+    arr.push_back(std::move(o));
+  }
+  json::Value root = json::Object{{"format", kFormat}, {"version", kVersion}, {"entries", std::move(arr)}};
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", root) << "\n";
+  os.flush();
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f || !(f << text) || !f.flush()) {
+      std::remove(tmp.c_str());
+      return fail(err, path, "cannot write the tuning database");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return fail(err, path, "cannot write the tuning database");
+  }
+  return true;
+}
+
+TuningEntry* TuningDb::find(const std::string& variant, const std::string& target, const std::string& bucket) {
+  for (TuningEntry& e : entries)
+    if (e.variant == variant && e.target == target && e.bucket == bucket) return &e;
+  return nullptr;
+}
+const TuningEntry* TuningDb::find(const std::string& variant, const std::string& target, const std::string& bucket) const {
+  return const_cast<TuningDb*>(this)->find(variant, target, bucket);
+}
+
+std::vector<const TuningEntry*> TuningDb::all(const std::string& variant, const std::string& target) const {
+  std::vector<const TuningEntry*> r;
+  for (const TuningEntry& e : entries)
+    if (e.variant == variant && e.target == target) r.push_back(&e);
+  return r;
+}
+
+TuningEntry& TuningDb::upsert(const std::string& variant, const std::string& target, const std::string& bucket) {
+  if (TuningEntry* e = find(variant, target, bucket)) return *e;
+  entries.push_back(TuningEntry{});
+  TuningEntry& e = entries.back();
+  e.variant = variant, e.target = target, e.bucket = bucket;
+  return e;
+}
+
+} // namespace attnc
