@@ -214,7 +214,7 @@ public:
   void apply(LoweredKernel& k, const H::Target& t, const ScheduleParams& params) const override {
     std::set<const LoweredFunc*> grouped = groupedFuncs(k);
     for (LoweredFunc& f : k.funcs)
-      if (!grouped.count(&f)) scheduleGenericFunc(f, t, params);
+      if (!grouped.count(&f)) scheduleGenericFunc(f, t, params, &k);
     OnlineParams prm;
     prm.queryTile = params.get("online.query_tile", prm.queryTile);
     prm.scoreRows = params.get("online.score_rows", prm.scoreRows);

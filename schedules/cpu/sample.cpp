@@ -234,7 +234,7 @@ public:
     for (LoweredFunc& f : k.funcs) {
       bool mine = std::find(sampling.begin(), sampling.end(), &f) != sampling.end() ||
                   std::find(homes.begin(), homes.end(), &f) != homes.end();
-      if (!mine) scheduleGenericFunc(f, t, params);
+      if (!mine) scheduleGenericFunc(f, t, params, &k);
     }
     const int vec = t.natural_vector_size<float>();
     // Channels per vector: two native vectors (32 floats with AVX-512) cover a Deformable DETR

@@ -35,7 +35,7 @@ public:
     for (LoweredFunc& f : k.funcs) {
       bool part = std::find(w.parts.begin(), w.parts.end(), &f) != w.parts.end();
       bool consumer = std::find(w.consumers.begin(), w.consumers.end(), &f) != w.consumers.end();
-      if (!part && !consumer) scheduleGenericFunc(f, t, params);
+      if (!part && !consumer) scheduleGenericFunc(f, t, params, &k);
     }
     // The consumer: parallel over (batch, row) fused, vectorized over its innermost index.
     LoweredFunc& c = *w.consumers[0];

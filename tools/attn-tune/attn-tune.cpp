@@ -28,6 +28,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <unistd.h>
 
 namespace {
 
@@ -469,7 +470,18 @@ int main(int argc, char** argv) {
 
     // Halide's autoschedulers on the same pipeline, with the tuned sizes as estimates.
     if (baselines) {
+      // Installed, the plugins sit beside libHalide in the install's library directory; in the
+      // build tree, in the wheel.
       std::string libdir = ATTN_TUNE_HALIDE_LIBDIR;
+      {
+        char exe[4096];
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (n > 0) {
+          std::string dir(exe, n);
+          dir = dir.substr(0, dir.find_last_of('/')) + "/../" ATTN_TUNE_INSTALL_LIBDIR;
+          if (std::ifstream(dir + "/libautoschedule_adams2019.so")) libdir = dir;
+        }
+      }
       for (const std::string name : {"Mullapudi2016", "Adams2019"}) {
         if (entry->baselines.count(name)) continue;
         double ms = -1;

@@ -54,8 +54,10 @@ std::unique_ptr<ScheduleRule> makeCpuGenericRule();
 // The generic rule's choice for one Func (root storage for reductions and softmax statistics,
 // outer indices fused and parallel, innermost vectorized); other rules use it for the Funcs
 // outside their pattern.
-// Its knobs (`generic.*`, see genericKnobs) come from `params`.
-void scheduleGenericFunc(LoweredFunc& f, const Halide::Target& t, const ScheduleParams& params = {});
+// Its knobs (`generic.*`, see genericKnobs) come from `params`. Sums of products (projections)
+// become register-blocked GEMMs; with the kernel given, their strided inputs get transposed copies.
+void scheduleGenericFunc(LoweredFunc& f, const Halide::Target& t, const ScheduleParams& params = {},
+                         LoweredKernel* k = nullptr);
 std::vector<Knob> genericKnobs();
 // Whether scheduleGenericFunc gives `f` a loop nest of its own (else it is inlined, knobs unused).
 bool genericSchedules(const LoweredFunc& f);
