@@ -2,10 +2,18 @@
 #include "entries.h"
 
 #include "bench_causal_attention.attnc.h"
+#include "bench_causal_attention_adams2019.attnc.h"
+#include "bench_causal_attention_mullapudi2016.attnc.h"
 #include "bench_causal_attention_none.attnc.h"
 #include "bench_mhsa.attnc.h"
 #include "bench_sdpa.attnc.h"
+#include "bench_sdpa_adams2019.attnc.h"
+#include "bench_sdpa_mullapudi2016.attnc.h"
 #include "bench_sdpa_none.attnc.h"
+#ifdef ATTN_BENCH_TUNED
+#include "bench_causal_attention_tuned.attnc.h"
+#include "bench_sdpa_tuned.attnc.h"
+#endif
 
 #include "reference/dense_ref.h"
 #include "reference/sdpa_ref.h"
@@ -49,6 +57,9 @@ Case attnCase(const std::string& variant, const AttnShape& s, unsigned seed) {
   return c;
 }
 
+// The shape the autoscheduled and tuned kernels were made for (tools/CMakeLists.txt).
+bool isMainShape(const AttnShape& s) { return s.B == 1 && s.H == 8 && s.N == 2048 && s.D == 64; }
+
 } // namespace
 
 // SDPA: QK^T and PV, two flops per multiply-add each: 4*B*H*Nq*Nk*D (the softmax's exps and
@@ -59,6 +70,15 @@ void benchSdpa(const Options& o, std::vector<CaseResult>* out) {
     c.flopFormula = "4*B*H*Nq*Nk*D";
     c.flops = 4.0 * s.B * s.H * (double)s.N * s.N * s.D;
     c.kernel = &attnc_kernels::bench_sdpa();
+    // Halide's autoschedulers and the tuned schedule, made for B1 H8 N2048 D64 and timed there
+    // only: Adams2019's schedules refuse smaller outputs (their splits shift inwards).
+    if (isMainShape(s)) {
+      c.schedules.push_back({"Mullapudi2016 autoscheduler", &attnc_kernels::bench_sdpa_mullapudi2016()});
+      c.schedules.push_back({"Adams2019 autoscheduler", &attnc_kernels::bench_sdpa_adams2019()});
+#ifdef ATTN_BENCH_TUNED
+      c.schedules.push_back({"tuned", &attnc_kernels::bench_sdpa_tuned()});
+#endif
+    }
     if (s.unscheduled) c.unscheduled = &attnc_kernels::bench_sdpa_none();
     c.reference = [&c, s] {
       return attnc_ref::sdpa<float>(c.inputs[0].fp(), c.inputs[1].fp(), c.inputs[2].fp(), s.B, s.H, s.N, s.N, s.D);
@@ -76,6 +96,13 @@ void benchCausal(const Options& o, std::vector<CaseResult>* out) {
     c.flopFormula = "2*B*H*N*(N+1)*D";
     c.flops = 2.0 * s.B * s.H * (double)s.N * (s.N + 1) * s.D;
     c.kernel = &attnc_kernels::bench_causal_attention();
+    if (isMainShape(s)) {
+      c.schedules.push_back({"Mullapudi2016 autoscheduler", &attnc_kernels::bench_causal_attention_mullapudi2016()});
+      c.schedules.push_back({"Adams2019 autoscheduler", &attnc_kernels::bench_causal_attention_adams2019()});
+#ifdef ATTN_BENCH_TUNED
+      c.schedules.push_back({"tuned", &attnc_kernels::bench_causal_attention_tuned()});
+#endif
+    }
     if (s.unscheduled) c.unscheduled = &attnc_kernels::bench_causal_attention_none();
     // The reference computes every score and masks it (as written), so it does SDPA's work.
     c.reference = [&c, s] {

@@ -9,6 +9,9 @@
 #include "bench_ms_deform_attn_core_generic.attnc.h"
 #include "bench_ms_deform_attn_core_none.attnc.h"
 #include "bench_msda.attnc.h"
+#ifdef ATTN_BENCH_TUNED
+#include "bench_msda_tuned.attnc.h"
+#endif
 
 #include "reference/dat_ref.h"
 #include "reference/deform_ref.h"
@@ -60,6 +63,9 @@ void benchMsda(const Options& o, std::vector<CaseResult>* out) {
     c.flops = (double)s.B * s.Y * s.X * (8.0 * C * C + 36.0 * C);
     c.bytes = bytesOf(c.inputs, c.outShape);
     c.kernel = &attnc_kernels::bench_msda();
+#ifdef ATTN_BENCH_TUNED
+    if (s.B == 1 && s.Y == 56 && s.X == 56 && s.C == 72) c.schedules.push_back({"tuned", &attnc_kernels::bench_msda_tuned()});
+#endif
     // Unscheduled, the qkv convolution is recomputed inside every window score and softmax statistic.
     c.unscheduledNote = "not timed: unscheduled msda recomputes the qkv convolution per score (B1 3x3 C72: over 30 s)";
     c.reference = [&c, s, hd] {

@@ -28,7 +28,6 @@
 #include <set>
 #include <sstream>
 #include <thread>
-#include <unistd.h>
 
 namespace {
 
@@ -459,7 +458,10 @@ int main(int argc, char** argv) {
         best = Config{}, bestMs = defaultMs;
       }
     }
-    entry->params = best.params;
+    // Every knob's value, defaults included: a later change of a rule's defaults must not
+    // change what was tuned.
+    entry->params.clear();
+    for (const attnc::Knob& kb : knobs) entry->params[kb.name] = best.params.count(kb.name) ? best.params.at(kb.name) : kb.dflt;
     entry->onlineTile = best.tile;
     entry->timeMs = bestMs;
     entry->defaultMs = defaultMs;
@@ -470,41 +472,14 @@ int main(int argc, char** argv) {
 
     // Halide's autoschedulers on the same pipeline, with the tuned sizes as estimates.
     if (baselines) {
-      // Installed, the plugins sit beside libHalide in the install's library directory; in the
-      // build tree, in the wheel.
-      std::string libdir = ATTN_TUNE_HALIDE_LIBDIR;
-      {
-        char exe[4096];
-        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        if (n > 0) {
-          std::string dir(exe, n);
-          dir = dir.substr(0, dir.find_last_of('/')) + "/../" ATTN_TUNE_INSTALL_LIBDIR;
-          if (std::ifstream(dir + "/libautoschedule_adams2019.so")) libdir = dir;
-        }
-      }
       for (const std::string name : {"Mullapudi2016", "Adams2019"}) {
         if (entry->baselines.count(name)) continue;
         double ms = -1;
         std::string why;
         try {
-          std::string lib = name;
-          std::transform(lib.begin(), lib.end(), lib.begin(), ::tolower);
-          H::load_plugin(libdir + "/libautoschedule_" + lib + ".so");
           attnc::LoweredKernel lk = tu.lower(0);
-          for (size_t i = 0; i < lk.inputs.size(); ++i) {
-            std::vector<H::Range> est;
-            for (int d = 0; d < tu.inputs[i].dimensions(); ++d) est.push_back({0, tu.inputs[i].dim(d).extent()});
-            lk.inputs[i].param.set_estimates(est);
-          }
-          std::vector<H::Func> outs = lk.outputs();
-          for (size_t i = 0; i < outs.size(); ++i) {
-            std::vector<H::Range> est;
-            for (int d = 0; d < tu.outputs[i].dimensions(); ++d) est.push_back({0, tu.outputs[i].dim(d).extent()});
-            outs[i].set_estimates(est);
-          }
+          attnc::applyAutoscheduler(lk, tu.target, name, tu.sizes);
           H::Pipeline p = lk.pipeline();
-          H::AutoschedulerParams ap(name, {{"parallelism", std::to_string(std::max(1u, std::thread::hardware_concurrency()))}});
-          p.apply_autoscheduler(tu.target, ap);
           p.compile_jit(tu.target);
           std::vector<std::vector<char>> out;
           ms = tu.run(lk, p, &out);

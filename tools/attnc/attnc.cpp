@@ -23,8 +23,10 @@ const char* kUsage =
     "  -o PATH           output file (obj) or prefix (lib: PATH.a, PATH.h, PATH.attnc.h); default stdout\n"
     "  --target=T        'host' (default) or a Halide target string, e.g. x86-64-linux-avx2-fma or\n"
     "                    x86-64-linux-cuda-cuda_capability_80 (CUDA: capability 80 or 86, always spelt)\n"
-    "  --schedule=S      auto (default), none, or a rule name (cpu-sample, cpu-dense, cpu-window, cpu-generic;\n"
-    "                    cuda-sample, cuda-dense, cuda-window, cuda-generic for CUDA targets)\n"
+    "  --schedule=S      auto (default), none, or a rule name (cpu-online, cpu-sample, cpu-dense, cpu-window,\n"
+    "                    cpu-generic; cuda-sample, cuda-dense, cuda-window, cuda-generic for CUDA targets), or\n"
+    "                    Halide's autoscheduler Mullapudi2016 or Adams2019 (Anderson2021 for CUDA), which\n"
+    "                    takes every size from --sizes as its estimates\n"
     "  --kernel=NAME     kernel to compile when the file has several\n"
     "  --function-name=F C symbol of the compiled kernel (default: the kernel name)\n"
     "  -D NAME=VALUE     override a kernel constant\n"
@@ -333,7 +335,13 @@ int main(int argc, char** argv) {
         }
       }
     }
-    applied = attnc::applySchedule(lk, target, schedule, scheduleParams);
+    if (attnc::isAutoscheduler(schedule)) {
+      if (!scheduleParams.empty()) return fail("--schedule-params are a rule's knobs; " + schedule + " takes none");
+      attnc::applyAutoscheduler(lk, target, schedule, passOpts.estimates);
+      applied = schedule + " (Halide's autoscheduler)";
+    } else {
+      applied = attnc::applySchedule(lk, target, schedule, scheduleParams);
+    }
     if (!scheduleParams.empty()) applied += " (" + scheduleParams.str() + (tuned ? ", tuned: " + tunedFrom : std::string()) + ")";
     Halide::Pipeline p = lk.pipeline();
     std::vector<Halide::Argument> args = lk.arguments();

@@ -49,6 +49,15 @@ bool parseTarget(const std::string& s, Halide::Target* t, std::string* err);
 // features that only change how code is packaged or checked (no_runtime, jit, profile, ...).
 std::string tuningTargetKey(const Halide::Target& t);
 
+// Halide's autoschedulers, which attnc can apply instead of a schedule rule (`--schedule=NAME`):
+// Mullapudi2016 and Adams2019 for CPU targets, Anderson2021 for CUDA.
+bool isAutoscheduler(const std::string& name);
+// Applies autoscheduler `name` (its plugin is loaded from beside libHalide) with `sizes` as the
+// estimate of every input and output dimension and this machine's thread count as parallelism.
+// Throws std::runtime_error naming a size the estimates lack, or a plugin that cannot be loaded.
+void applyAutoscheduler(LoweredKernel& k, const Halide::Target& t, const std::string& name,
+                        const std::map<std::string, int64_t>& sizes);
+
 // True when both paths name the same existing file (compared by device and inode, so `./x`,
 // absolute paths and links all match); used to refuse overwriting inputs.
 bool sameFile(const std::string& a, const std::string& b);

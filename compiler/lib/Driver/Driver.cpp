@@ -6,12 +6,15 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
 
 namespace attnc {
 
@@ -93,6 +96,67 @@ bool sameFile(const std::string& a, const std::string& b) {
   struct stat sa, sb;
   if (stat(a.c_str(), &sa) != 0 || stat(b.c_str(), &sb) != 0) return false;
   return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+bool isAutoscheduler(const std::string& name) {
+  return name == "Mullapudi2016" || name == "Adams2019" || name == "Anderson2021";
+}
+
+namespace {
+// The plugins sit beside libHalide: in the wheel for the build tree, in the install's library
+// directory for an installed attnc (found from the executable's own path).
+std::string pluginPath(const std::string& name) {
+  std::string lib = name;
+  std::transform(lib.begin(), lib.end(), lib.begin(), ::tolower);
+  lib = "libautoschedule_" + lib + ".so";
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    std::string dir(exe, n);
+    dir = dir.substr(0, dir.find_last_of('/')) + "/../" ATTNC_INSTALL_LIBDIR "/";
+    if (std::ifstream(dir + lib)) return dir + lib;
+  }
+  return std::string(ATTNC_HALIDE_LIBDIR) + "/" + lib;
+}
+
+int64_t sizeOf(const std::string& dim, const std::map<std::string, int64_t>& sizes, const std::string& what) {
+  int64_t v = 1;
+  size_t pos = 0;
+  while (pos <= dim.size()) {
+    size_t star = dim.find('*', pos);
+    std::string f = dim.substr(pos, star == std::string::npos ? std::string::npos : star - pos);
+    if (!f.empty() && std::isdigit((unsigned char)f[0])) v *= std::stoll(f);
+    else if (sizes.count(f)) v *= sizes.at(f);
+    else throw std::runtime_error("the autoscheduler needs every size as an estimate: --sizes has no value for '" + f + "' (" + what + ")");
+    if (star == std::string::npos) break;
+    pos = star + 1;
+  }
+  return v;
+}
+} // namespace
+
+void applyAutoscheduler(LoweredKernel& k, const Halide::Target& t, const std::string& name,
+                        const std::map<std::string, int64_t>& sizes) {
+  if (!isAutoscheduler(name)) throw std::runtime_error("unknown autoscheduler '" + name + "'");
+  if (t.has_gpu_feature() != (name == "Anderson2021"))
+    throw std::runtime_error(name + (t.has_gpu_feature() ? " schedules CPU targets only (use Anderson2021 for CUDA)" : " schedules GPU targets only"));
+  for (KernelParam& p : k.inputs) {
+    std::vector<Halide::Range> est;
+    for (size_t d = p.dims.size(); d-- > 0;) est.push_back({0, (int)sizeOf(p.dims[d], sizes, "input " + p.name)});
+    p.param.set_estimates(est);
+  }
+  std::vector<Halide::Func> outs = k.outputs();
+  for (size_t i = 0; i < outs.size(); ++i) {
+    std::vector<Halide::Range> est;
+    for (size_t d = k.outputDims[i].size(); d-- > 0;)
+      est.push_back({0, (int)sizeOf(k.outputDims[i][d], sizes, "output " + k.outputNames[i])});
+    outs[i].set_estimates(est);
+  }
+  std::string path = pluginPath(name);
+  if (!std::ifstream(path)) throw std::runtime_error("cannot find Halide's " + name + " plugin at " + path);
+  Halide::load_plugin(path);
+  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  k.pipeline().apply_autoscheduler(t, Halide::AutoschedulerParams(name, {{"parallelism", std::to_string(threads)}}));
 }
 
 std::string tuningTargetKey(const Halide::Target& t) {
