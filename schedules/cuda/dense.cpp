@@ -3,12 +3,14 @@
 #include "attnc/Schedule.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace attnc {
 namespace {
 
 namespace H = Halide;
 
+// Defaults of the knobs (cuda.tile, cuda.rows_per_thread, cuda.rows_per_block):
 // 16 x 16 output tiles with 16-deep slices of the contracted index staged in shared memory: the
 // shape of Halide's apps/cuda_mat_mul. Each staged element is read 16 times from shared memory
 // instead of 16 times from global memory; 2 x 16 x 16 floats = 2 KiB per block, so many blocks
@@ -31,7 +33,17 @@ public:
     return t.has_feature(H::Target::CUDA) && findDensePattern(const_cast<LoweredKernel&>(k), &p);
   }
 
+  // Block and thread shapes. Without a GPU they can only be checked offline (compile success and
+  // ptxas resources: attnc --emit=ptx, make ptx-report), not timed.
+  std::vector<Knob> knobs(const LoweredKernel&, const H::Target&) const override {
+    return {{"cuda.tile", {8, 16, 32}, kTile}, {"cuda.rows_per_thread", {1, 2, 4, 8}, kRowsPerThread},
+            {"cuda.rows_per_block", {4, 8, 16}, kRowsPerBlock}};
+  }
+
   void apply(LoweredKernel& k, const H::Target& t, const ScheduleParams& params) const override {
+    const int tile = params.get("cuda.tile", kTile), rowsPerThread = params.get("cuda.rows_per_thread", kRowsPerThread);
+    const int rowsPerBlock = params.get("cuda.rows_per_block", kRowsPerBlock);
+    if (rowsPerThread > tile) throw std::runtime_error("cuda.rows_per_thread must not exceed cuda.tile");
     DensePattern pat;
     findDensePattern(k, &pat);
     // Everything outside the pattern (projections, biases) as the generic rule has it.
@@ -41,10 +53,10 @@ public:
                     std::find(pat.inlined.begin(), pat.inlined.end(), &f) != pat.inlined.end();
       if (!member) scheduleCudaGenericFunc(f, t);
     }
-    scheduleGemm(k, *pat.out, /*staged=*/pat.softmax);
-    scheduleGemm(k, *pat.score, {});
+    scheduleGemm(k, *pat.out, /*staged=*/pat.softmax, tile, rowsPerThread);
+    scheduleGemm(k, *pat.score, {}, tile, rowsPerThread);
     for (LoweredFunc* f : pat.softmax) {
-      if (f->role == FuncRole::SoftmaxMax || f->role == FuncRole::SoftmaxSum) scheduleRowReduction(*f);
+      if (f->role == FuncRole::SoftmaxMax || f->role == FuncRole::SoftmaxSum) scheduleRowReduction(*f, rowsPerBlock);
       else if (f->role == FuncRole::SoftmaxExp) scheduleCudaGenericFunc(*f, t);
       // scores and probabilities are pointwise: inlined into exp/max and into o's tiles
     }
@@ -54,7 +66,8 @@ private:
   // c(.., i, j) = sum_r a(.., i, r) * b(.., r, j): a grid of 16 x 16 tiles of c (batch indices on
   // the third grid dimension); each block walks r in 16-deep slices, staging the slice of every
   // input (and of any softmax Func in `staged`) that the tile reads into shared memory.
-  static void scheduleGemm(LoweredKernel& k, LoweredFunc& C, const std::vector<LoweredFunc*>& staged) {
+  static void scheduleGemm(LoweredKernel& k, LoweredFunc& C, const std::vector<LoweredFunc*>& staged, int tile,
+                           int rowsPerThread) {
     const size_t n = C.vars.size();
     H::Var i = C.vars[n - 2], j = C.vars[n - 1];
     H::RVar r = C.rvars[0];
@@ -73,17 +86,18 @@ private:
       return {outer};
     };
     H::Stage init = C.func;
-    init.gpu_tile(j, i, jo, io, ji, ii, kTile, kTile, H::TailStrategy::GuardWithIf);
+    init.gpu_tile(j, i, jo, io, ji, ii, tile, tile, H::TailStrategy::GuardWithIf);
     for (auto& b : batch(init)) init.gpu_blocks(b);
 
     H::Stage upd = C.func.update();
-    // Register blocking: 16 x 4 threads, each accumulating kRowsPerThread rows of the tile
-    // (unrolled), so every value it loads from shared memory along j serves 4 rows.
+    // Register blocking: tile x tile/rowsPerThread threads (16 x 4 by default), each accumulating
+    // rowsPerThread rows of the tile (unrolled), so every value it loads from shared memory along
+    // j serves that many rows.
     H::Var it(nm + "_it"), ir(nm + "_ir");
-    upd.split(i, io, ii, kTile, H::TailStrategy::GuardWithIf)
-        .split(j, jo, ji, kTile, H::TailStrategy::GuardWithIf)
-        .split(r, ro, ri, kTile, H::TailStrategy::GuardWithIf)
-        .split(ii, it, ir, kRowsPerThread, H::TailStrategy::GuardWithIf);
+    upd.split(i, io, ii, tile, H::TailStrategy::GuardWithIf)
+        .split(j, jo, ji, tile, H::TailStrategy::GuardWithIf)
+        .split(r, ro, ri, tile, H::TailStrategy::GuardWithIf)
+        .split(ii, it, ir, rowsPerThread, H::TailStrategy::GuardWithIf);
     std::vector<H::VarOrRVar> order{ir, ri, ji, it, ro, jo, io};
     std::vector<H::VarOrRVar> b = batch(upd);
     order.insert(order.end(), b.begin(), b.end());
@@ -110,7 +124,7 @@ private:
 
   // A row statistic (max or sum over the softmax axis): one warp per row, 32 lanes each reduce a
   // strided part of the row, then combine with shuffles; 8 rows per block.
-  static void scheduleRowReduction(LoweredFunc& f) {
+  static void scheduleRowReduction(LoweredFunc& f, int rowsPerBlock) {
     f.func.compute_root();
     const std::string& nm = f.name;
     const size_t n = f.vars.size();
@@ -129,11 +143,11 @@ private:
       return b;
     };
     H::Stage init = f.func;
-    init.gpu_tile(row, ro, ri, kRowsPerBlock, H::TailStrategy::GuardWithIf);
+    init.gpu_tile(row, ro, ri, rowsPerBlock, H::TailStrategy::GuardWithIf);
     for (auto& b : outer(init)) init.gpu_blocks(b);
     H::Func lanes = f.func.update().split(r, rxo, rxi, kWarp, H::TailStrategy::GuardWithIf).rfactor(rxi, u);
     H::Stage upd = f.func.update();
-    upd.split(row, ro, ri, kRowsPerBlock, H::TailStrategy::GuardWithIf).gpu_threads(ri).gpu_blocks(ro);
+    upd.split(row, ro, ri, rowsPerBlock, H::TailStrategy::GuardWithIf).gpu_threads(ri).gpu_blocks(ro);
     for (auto& b : outer(upd)) upd.gpu_blocks(b);
     lanes.compute_at(f.func, ri).gpu_lanes(u);
     lanes.update().gpu_lanes(u);

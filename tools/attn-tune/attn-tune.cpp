@@ -19,6 +19,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -28,6 +30,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <unistd.h>
 
 namespace {
 
@@ -38,13 +41,17 @@ const char* kUsage =
     "usage: attn-tune FILE.attn --sizes=N=V,... [options]\n"
     "  --sizes=N=V,...    the sizes to tune for (every size the inputs use, unless -i gives it)\n"
     "  --kernel=NAME      kernel to tune when the file has several\n"
-    "  --target=T         'host' (default) or a Halide CPU target string\n"
+    "  --target=T         'host' (default), a Halide CPU target string, or a CUDA target (see below)\n"
     "  --budget=SECONDS   wall-clock time for the search (default 60); the autoschedulers come after\n"
     "  --db=PATH          tuning database to update (default: attnc-tuning.json beside FILE)\n"
     "  --reps=N           timed runs per configuration, median taken (default 5)\n"
     "  -i NAME=FILE.npy   an input's values (needed for integer inputs such as level tables)\n"
     "  --restart          forget this entry's earlier measurements instead of resuming\n"
     "  --no-baselines     skip Halide's autoschedulers\n"
+    "  --ptxas=PATH       ptxas for CUDA targets (default: on PATH, or /usr/local/cuda/bin/ptxas)\n"
+    "A CUDA target (x86-64-linux-cuda-cuda_capability_80|86) is checked offline: every configuration\n"
+    "of the rule's block and thread knobs is compiled to PTX and assembled by ptxas; what fits (no\n"
+    "spills) is recorded in the database for a run on a GPU. Nothing is timed, and the default stays.\n"
     "  -D NAME=VALUE, -I DIR   as for attnc\n";
 
 int fail(const std::string& msg) {
@@ -220,6 +227,141 @@ public:
   std::vector<H::Buffer<>> inputs, outputs;
 };
 
+// ptxas's resources for one PTX module: the largest register count and shared memory of any entry,
+// and the spill bytes of all of them.
+struct Resources {
+  int regs = 0, smem = 0, spills = 0, entries = 0;
+};
+
+bool runPtxas(const std::string& ptxas, const std::string& ptx, const std::string& arch, Resources* r, std::string* err) {
+  std::string cmd = "'" + ptxas + "' -arch=" + arch + " -v '" + ptx + "' -o /dev/null 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) return *err = "cannot run ptxas", false;
+  std::string text;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, f)) text.append(buf, n);
+  int rc = pclose(f);
+  if (rc != 0) return *err = "ptxas failed: " + text.substr(0, 300), false;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find("Compiling entry function") != std::string::npos) ++r->entries;
+    size_t p;
+    if ((p = line.find("bytes spill stores")) != std::string::npos || (p = line.find("bytes spill loads")) != std::string::npos) {
+      // "N bytes stack frame, S bytes spill stores, L bytes spill loads"
+      std::istringstream ls(line.substr(line.find(',') + 1));
+      int st = 0, ld = 0;
+      std::string w;
+      ls >> st >> w >> w >> w >> ld;
+      r->spills += st + ld;
+    }
+    if ((p = line.find("Used ")) != std::string::npos) {
+      int regs = std::atoi(line.c_str() + p + 5);
+      r->regs = std::max(r->regs, regs);
+      size_t sm = line.find("bytes smem");
+      if (sm != std::string::npos) {
+        size_t c = line.rfind(',', sm);
+        r->smem = std::max(r->smem, std::atoi(line.c_str() + c + 1));
+      }
+    }
+  }
+  return true;
+}
+
+// CUDA targets without a GPU: every configuration of the rule's knobs compiled to PTX and assembled
+// by ptxas; the database records what each one needs, the schedule stays the default.
+int tuneOffline(Tuner& tu, const std::string& input, const std::string& dbPath, attnc::TuningDb& db, std::string ptxas) {
+  if (ptxas.empty()) {
+    for (std::string cand : {std::string("ptxas"), std::string("/usr/local/cuda/bin/ptxas")}) {
+      std::string probe = "command -v '" + cand + "' > /dev/null 2>&1";
+      if (std::system(probe.c_str()) == 0) {
+        ptxas = cand;
+        break;
+      }
+    }
+    if (ptxas.empty()) return fail("a CUDA target is checked with ptxas, which is not installed (give --ptxas=PATH)");
+  } else if (access(ptxas.c_str(), X_OK) != 0) {
+    return fail("cannot run ptxas '" + ptxas + "'");
+  }
+  using F = H::Target::Feature;
+  const std::string arch = tu.target.has_feature(F::CUDACapability86) ? "sm_86" : "sm_80";
+  std::string err;
+  try {
+    tu.passOpts.estimates = tu.sizes;
+    tu.passOpts.onlineSoftmax = false; // as attnc's auto for CUDA targets
+    attnc::LoweredKernel probe = tu.lower(0);
+    const attnc::ScheduleRule* rule = attnc::selectRule(probe, tu.target, "auto");
+    std::vector<attnc::Knob> knobs = rule->knobs(probe, tu.target);
+    const std::string variant = input.substr(input.find_last_of('/') + 1) + ":" + tu.kernelName;
+    const std::string targetKey = attnc::tuningTargetKey(tu.target);
+    const std::string bucket = attnc::bucketOf(tu.sizes);
+    attnc::TuningEntry* entry = &db.upsert(variant, targetKey, bucket);
+    entry->rule = rule->name(), entry->sizes = tu.sizes, entry->machine = "offline (ptxas " + arch + ")";
+    std::cout << "attn-tune " << variant << " for " << targetKey << " (no GPU here: checked by ptxas for " << arch
+              << ", nothing timed)\n  rule " << rule->name() << ", " << knobs.size() << " knobs\n";
+    if (knobs.empty()) {
+      std::cout << "  the rule has no knobs: nothing to check\n";
+      return 0;
+    }
+    // Every combination of the knobs' values, defaults first.
+    std::vector<std::map<std::string, int>> configs(1);
+    for (const attnc::Knob& kb : knobs) {
+      std::vector<std::map<std::string, int>> next;
+      for (const auto& c : configs)
+        for (int v : kb.choices) {
+          auto d = c;
+          if (v != kb.dflt) d[kb.name] = v;
+          next.push_back(d);
+        }
+      configs = next;
+    }
+    std::stable_partition(configs.begin(), configs.end(), [](const std::map<std::string, int>& c) { return c.empty(); });
+    char tmpl[] = "/tmp/attn-tune.XXXXXX";
+    if (!mkdtemp(tmpl)) return fail("cannot create a temporary directory");
+    const std::string tmp = tmpl;
+    int fits = 0;
+    for (const auto& params : configs) {
+      Config c;
+      c.params = params;
+      std::string result;
+      try {
+        attnc::LoweredKernel lk = tu.lower(0);
+        attnc::ScheduleParams sp;
+        sp.values = params;
+        attnc::applySchedule(lk, tu.target, rule->name(), sp);
+        const std::string ptx = tmp + "/k.ptx";
+        lk.pipeline().compile_to({{H::OutputFileType::device_code, ptx}}, lk.arguments(), lk.name, tu.target);
+        Resources r;
+        std::string why;
+        if (!runPtxas(ptxas, ptx, arch, &r, &why)) result = "failed: " + why;
+        else {
+          result = "regs=" + std::to_string(r.regs) + " spills=" + std::to_string(r.spills) + " smem=" + std::to_string(r.smem);
+          if (r.spills == 0) ++fits;
+        }
+      } catch (const H::Error& e) {
+        result = "failed: " + attnc::tidy_halide_message(e.what()).substr(0, 200);
+      } catch (const std::exception& e) {
+        result = std::string("failed: ") + e.what();
+      }
+      entry->offline[c.key()] = result;
+      std::cout << "  " << c.str() << ": " << result << "\n";
+      std::cout.flush();
+    }
+    std::system(("rm -rf '" + tmp + "'").c_str());
+    entry->params.clear();
+    for (const attnc::Knob& kb : knobs) entry->params[kb.name] = kb.dflt;
+    entry->updated = nowIso();
+    if (!db.save(dbPath, &err)) return fail(err);
+    std::cout << fits << " of " << configs.size() << " configurations assemble without spills; recorded in " << dbPath
+              << " [" << bucket << "] for timing on a GPU. The schedule stays the default.\n";
+    return 0;
+  } catch (const H::Error& e) {
+    return fail(attnc::tidy_halide_message(e.what()));
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -227,6 +369,7 @@ int main(int argc, char** argv) {
   double budget = 60;
   int reps = 5;
   bool restart = false, baselines = true;
+  std::string ptxasPath;
   attnc::dsl::FrontEndOptions feOpts;
   std::map<std::string, int64_t> sizes;
   std::map<std::string, std::string> inPaths;
@@ -266,6 +409,8 @@ int main(int argc, char** argv) {
       size_t eq = s.find('=');
       if (eq == std::string::npos || eq == 0 || eq + 1 == s.size()) return fail("-i expects NAME=FILE.npy, got '" + s + "'");
       inPaths[s.substr(0, eq)] = s.substr(eq + 1);
+    } else if (a.rfind("--ptxas=", 0) == 0) {
+      ptxasPath = value("--ptxas");
     } else if (a == "--restart") {
       restart = true;
     } else if (a == "--no-baselines") {
@@ -296,9 +441,6 @@ int main(int argc, char** argv) {
   tu.reps = reps;
   std::string err;
   if (!attnc::parseTarget(targetStr, &tu.target, &err)) return fail(err);
-  if (tu.target.has_gpu_feature())
-    return fail("attn-tune measures on this machine's CPU; GPU targets need a device to measure on, and there is none here "
-                "(check CUDA schedules offline with attnc --emit=ptx and make ptx-report)");
   if (!attnc::runFrontEnd(input, feOpts, std::cerr, &tu.fe)) return 1;
   if (kernelName.empty()) {
     if (tu.fe.module->kernels.size() != 1) return fail("the file has several kernels: pick one with --kernel=NAME");
@@ -317,6 +459,11 @@ int main(int argc, char** argv) {
   if (!attnc::TuningDb::load(dbPath, &db, &err)) return fail(err);
   const std::string machine = machineName();
 
+  if (tu.target.has_gpu_feature()) {
+    tu.kernelName = kernelName;
+    tu.sizes = sizes;
+    return tuneOffline(tu, input, dbPath, db, ptxasPath);
+  }
   try {
     attnc::LoweredKernel probe = tu.lower(0);
     if (!tu.prepare(probe, &err)) return fail(err);

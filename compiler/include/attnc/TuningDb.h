@@ -21,6 +21,9 @@ struct TuningEntry {
   double timeMs = 0, defaultMs = 0;     // best and default schedule, median ms
   std::map<std::string, double> baselines; // Halide autoschedulers by name (ms; < 0: failed)
   std::map<std::string, double> tried;     // configKey -> median ms (< 0: failed to compile)
+  // GPU targets without a GPU: configKey -> what ptxas reported ("regs=R spills=S smem=B" or
+  // "failed: ..."), for a later run on a device to time only the configurations that fit.
+  std::map<std::string, std::string> offline;
   std::string machine, updated;
 };
 

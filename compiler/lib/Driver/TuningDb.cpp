@@ -112,6 +112,13 @@ bool TuningDb::load(const std::string& path, TuningDb* out, std::string* err) {
         }
       }
     }
+    if (const json::Object* p = o->getObject("offline")) {
+      for (const auto& [k, v] : *p) {
+        auto str = v.getAsString();
+        if (!str) return fail(err, path, where + "offline." + k.str() + " must be a string");
+        e.offline[k.str()] = str->str();
+      }
+    }
     out->entries.push_back(std::move(e));
   }
   return true;
@@ -132,6 +139,11 @@ bool TuningDb::save(const std::string& path, std::string* err) const {
     o["params"] = std::move(params);
     o["baselines"] = std::move(baselines);
     o["tried"] = std::move(tried);
+    if (!e.offline.empty()) {
+      json::Object offline;
+      for (const auto& [k, v] : e.offline) offline[k] = v;
+      o["offline"] = std::move(offline);
+    }
     arr.push_back(std::move(o));
   }
   json::Value root = json::Object{{"format", kFormat}, {"version", kVersion}, {"entries", std::move(arr)}};
