@@ -292,7 +292,7 @@ int tuneOffline(Tuner& tu, const std::string& input, const std::string& dbPath, 
     attnc::LoweredKernel probe = tu.lower(0);
     const attnc::ScheduleRule* rule = attnc::selectRule(probe, tu.target, "auto");
     std::vector<attnc::Knob> knobs = rule->knobs(probe, tu.target);
-    const std::string variant = input.substr(input.find_last_of('/') + 1) + ":" + tu.kernelName;
+    const std::string variant = attnc::tuningVariantKey(input, tu.kernelName);
     const std::string targetKey = attnc::tuningTargetKey(tu.target);
     const std::string bucket = attnc::bucketOf(tu.sizes);
     attnc::TuningEntry* entry = &db.upsert(variant, targetKey, bucket);
@@ -474,7 +474,7 @@ int main(int argc, char** argv) {
     bool online = false;
     for (const auto& f : probe.funcs) online |= f.role == attnc::FuncRole::OnlineState;
 
-    const std::string variant = input.substr(input.find_last_of('/') + 1) + ":" + kernelName;
+    const std::string variant = attnc::tuningVariantKey(input, kernelName);
     const std::string targetKey = attnc::tuningTargetKey(tu.target);
     const std::string bucket = attnc::bucketOf(tu.sizes);
     attnc::TuningEntry* entry = &db.upsert(variant, targetKey, bucket);

@@ -99,7 +99,8 @@ int main(int argc, char** argv) {
   bool runPasses = true;
   bool noRuntime = false;
   std::string online = "auto";
-  std::string tuningDbPath, scheduleParamsText;
+  std::string tuningDbPath;
+  attnc::ScheduleParams scheduleParams; // --schedule-params, or the tuning database's entry
   bool explicitSchedule = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -118,11 +119,9 @@ int main(int argc, char** argv) {
       schedule = value("--schedule");
       explicitSchedule |= schedule != "auto";
     } else if (a.rfind("--schedule-params=", 0) == 0) {
-      scheduleParamsText = value("--schedule-params");
       explicitSchedule = true;
-      attnc::ScheduleParams probe;
       std::string err;
-      if (!attnc::ScheduleParams::parse(scheduleParamsText, &probe, &err)) return fail(err);
+      if (!attnc::ScheduleParams::parse(value("--schedule-params"), &scheduleParams, &err)) return fail(err);
     } else if (a.rfind("--tuning-db=", 0) == 0) {
       tuningDbPath = value("--tuning-db");
       if (tuningDbPath.empty()) return fail("--tuning-db needs a path (or 'none')");
@@ -250,9 +249,7 @@ int main(int argc, char** argv) {
   }
 
   // The tuning database: attn-tune's knobs for this kernel, target and size bucket.
-  attnc::ScheduleParams scheduleParams;
   std::string err;
-  if (!attnc::ScheduleParams::parse(scheduleParamsText, &scheduleParams, &err)) return fail(err);
   std::string tunedFrom; // what the stmt header and errors cite
   const attnc::TuningEntry* tuned = nullptr;
   attnc::TuningDb db;
@@ -267,7 +264,7 @@ int main(int argc, char** argv) {
       Halide::Target t;
       std::string ignored;
       if (!kname.empty() && attnc::parseTarget(targetStr, &t, &ignored)) {
-        std::string variant = input.substr(input.find_last_of('/') + 1) + ":" + kname;
+        std::string variant = attnc::tuningVariantKey(input, kname);
         std::string target = attnc::tuningTargetKey(t);
         if (!passOpts.estimates.empty()) {
           tuned = db.find(variant, target, attnc::bucketOf(passOpts.estimates));

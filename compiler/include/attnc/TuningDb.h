@@ -50,6 +50,9 @@ std::string bucketOf(const std::map<std::string, int64_t>& sizes);
 // "tile=T;knob=v,knob=v": one configuration of the search (T = 0 for the pass's default).
 std::string configKey(int onlineTile, const std::map<std::string, int>& params);
 
+// An entry's variant key: "<file name of source>:<kernel>".
+std::string tuningVariantKey(const std::string& source, const std::string& kernel);
+
 // The database attnc uses for `source` when none is named: attnc-tuning.json beside it.
 std::string defaultTuningDbPath(const std::string& source);
 

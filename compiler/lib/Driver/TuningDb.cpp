@@ -44,6 +44,10 @@ std::string configKey(int onlineTile, const std::map<std::string, int>& params) 
   return s;
 }
 
+std::string tuningVariantKey(const std::string& source, const std::string& kernel) {
+  return source.substr(source.find_last_of('/') + 1) + ":" + kernel;
+}
+
 std::string defaultTuningDbPath(const std::string& source) {
   size_t slash = source.find_last_of('/');
   return (slash == std::string::npos ? std::string() : source.substr(0, slash + 1)) + "attnc-tuning.json";
