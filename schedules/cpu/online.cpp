@@ -22,6 +22,8 @@
 #include "attnc/Schedule.h"
 
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -44,6 +46,34 @@ H::Var varNamed(const LoweredFunc& f, const std::string& n) {
 }
 bool hasVar(const LoweredFunc& f, const std::string& n) {
   return std::find(f.varNames.begin(), f.varNames.end(), n) != f.varNames.end();
+}
+
+// Clones of the pattern's contractions for the chain whose scores are `score`, and of the
+// pointwise definitions between them, so that the chain's tiles compute their own copies.
+// Each clone is returned as a view of its original (same names of indices) whose onlineStage is
+// the chain's.
+std::vector<LoweredFunc> cloneContractions(LoweredKernel& k, const OnlinePattern& g, const LoweredFunc& score) {
+  std::vector<LoweredFunc> out;
+  std::function<void(const LoweredFunc&, H::Func, int)> walk = [&](const LoweredFunc& reader, H::Func consumer, int depth) {
+    if (depth > 8) return;
+    for (const std::string& rn : reader.reads) {
+      LoweredFunc* f = k.find(rn);
+      if (!f || f->isOutput) continue;
+      bool contraction = std::find(g.contractions.begin(), g.contractions.end(), f) != g.contractions.end();
+      if (!contraction && f->role != FuncRole::Define) continue;
+      H::Func clone = f->func.clone_in(consumer);
+      if (contraction) {
+        LoweredFunc view = *f;
+        view.func = clone;
+        view.onlineStage = score.onlineStage;
+        out.push_back(std::move(view));
+      } else {
+        walk(*f, clone, depth + 1);
+      }
+    }
+  };
+  walk(score, score.func, 0);
+  return out;
 }
 
 void scheduleGroup(LoweredKernel& k, OnlinePattern& g, const H::Target& t, const OnlineParams& prm,
@@ -87,88 +117,138 @@ void scheduleGroup(LoweredKernel& k, OnlinePattern& g, const H::Target& t, const
   H::LoopLevel task(O.func, io), hoist(O.func, io);
 
   S.func.compute_at(task);
-  H::Stage su = S.func.update();
-  std::vector<H::VarOrRVar> sorder;
-  for (auto it = S.varNames.rbegin(); it != S.varNames.rend(); ++it)
-    if (!hasVar(*g.tmax, *it)) sorder.push_back(varNamed(S, *it));
-  sorder.push_back(varNamed(S, g.queryVar));
-  sorder.push_back(S.rvars[0]);
-  su.reorder(sorder);
-  if (!g.valueVar.empty()) {
-    S.func.vectorize(varNamed(S, g.valueVar), vec, H::TailStrategy::GuardWithIf);
-    su.vectorize(varNamed(S, g.valueVar), vec, H::TailStrategy::GuardWithIf);
+  // The state's loops, innermost first: the value indices, the rows, the key tiles, then (grouped
+  // under mask bounds) the query group, so each group decides once per tile whether to visit it.
+  std::vector<std::string> rows(g.tmax->varNames.begin(), g.tmax->varNames.end() - 1);
+  auto isRow = [&](const std::string& n) { return std::find(rows.begin(), rows.end(), n) != rows.end(); };
+  std::string groupName, laneName;
+  if (S.onlineGrouped)
+    for (const std::string& n : S.varNames)
+      if (std::find(O.varNames.begin(), O.varNames.end(), n) == O.varNames.end()) (groupName.empty() ? groupName : laneName) = n;
+  const std::string rowName = S.onlineGrouped ? laneName : g.queryVar;
+  if (!g.valueVar.empty()) S.func.vectorize(varNamed(S, g.valueVar), vec, H::TailStrategy::GuardWithIf);
+  for (int s = 0; s < S.func.num_update_definitions(); ++s) {
+    H::Stage su = S.func.update(s);
+    std::vector<H::VarOrRVar> sorder;
+    for (auto it = S.varNames.rbegin(); it != S.varNames.rend(); ++it)
+      if (!isRow(*it) && *it != groupName && *it != laneName) sorder.push_back(varNamed(S, *it));
+    sorder.push_back(varNamed(S, rowName));
+    sorder.push_back(S.rvars[s]);
+    if (!groupName.empty()) sorder.push_back(varNamed(S, groupName));
+    su.reorder(sorder);
+    if (!g.valueVar.empty()) su.vectorize(varNamed(S, g.valueVar), vec, H::TailStrategy::GuardWithIf);
   }
-  H::LoopLevel tile(S.func, S.rvars[0]);
 
-  // Scores: rows x T keys per step, the keys as one T-wide vector (T/vec registers per row).
-  for (LoweredFunc* C : g.contractions) {
-    C->func.compute_at(tile);
-    if (!hasVar(*C, key)) continue;
-    // One allocation per task, bounded to one key tile: Halide would size a hoisted allocation
-    // by all the keys the task visits (256 KiB for 32 rows at N = 2048), with rows 8 KiB apart.
-    C->func.hoist_storage(hoist).bound_storage(varNamed(*C, key), T);
-    H::Var kv = varNamed(*C, key);
-    C->func.vectorize(kv, vec, H::TailStrategy::GuardWithIf);
-    H::Stage cu = C->func.update();
-    if (hasVar(*C, g.queryVar) && prm.scoreRows > 1) {
-      H::Var ci = varNamed(*C, g.queryVar), cio(C->name + "_ro"), cii(C->name + "_ri");
-      cu.split(ci, cio, cii, prm.scoreRows, H::TailStrategy::GuardWithIf)
-          .reorder(kv, cii, C->rvars[0], cio)
-          .vectorize(kv, T % vec == 0 ? T : vec, H::TailStrategy::GuardWithIf)
-          .unroll(cii);
+  // Each chain's tile Funcs are computed per step of its own state update. A chain other than the
+  // masked one reads clones of the contractions (a Func is computed at one loop level only).
+  std::vector<LoweredFunc> clones;
+  std::map<const OnlineChain*, std::vector<LoweredFunc*>> chainContractions;
+  std::vector<H::Func> keyReaders;
+  for (const OnlineChain& c : g.chains) {
+    std::vector<LoweredFunc*>& mine = chainContractions[&c];
+    if (c.score == g.score) {
+      mine = g.contractions;
     } else {
-      // One row at a time (no split: a split by 1 under compute_at makes Halide's bounds
-      // inference ask for query rows past the end, measured by attn-tune).
-      cu.reorder(kv, C->rvars[0]).vectorize(kv, T % vec == 0 ? T : vec, H::TailStrategy::GuardWithIf);
+      std::vector<LoweredFunc> made = cloneContractions(k, g, *c.score);
+      for (LoweredFunc& f : made) clones.push_back(std::move(f));
     }
-    // K is read along the keys: a per-head transposed copy makes those reads contiguous.
-    for (const std::string& in : g.keyInputs)
-      for (KernelParam& p : k.inputs) {
-        if (p.name != in || p.param.dimensions() < 2) continue;
-        H::Func kT = p.param.in(C->func);
-        std::vector<H::Var> a = kT.args();
-        std::swap(a[0], a[1]);
-        H::LoopLevel at = batch.empty() ? H::LoopLevel::root() : H::LoopLevel(O.func, batch.front());
-        kT.compute_at(at).reorder_storage(a).reorder(std::vector<H::VarOrRVar>(a.begin(), a.end()))
-            .vectorize(a[0], vec, H::TailStrategy::GuardWithIf);
+  }
+  for (const OnlineChain& c : g.chains)
+    if (c.score != g.score)
+      for (LoweredFunc& f : clones)
+        if (f.onlineStage == c.stage) chainContractions[&c].push_back(&f);
+  for (const OnlineChain& c : g.chains) {
+    H::LoopLevel tile(S.func, S.rvars[c.stage]);
+    // Tile buffers: allocated once per task, except the fully visible chain's, which Halide may
+    // drop from a specialisation (N < tile) and then cannot hoist; grouped, a tile has the rows
+    // of one group, so those buffers have a constant size (stack, not heap).
+    auto place = [&](H::Func f, const std::vector<H::Var>& fvars) {
+      f.compute_at(tile);
+      if (!c.full) f.hoist_storage(hoist);
+      if (S.onlineGrouped)
+        for (const H::Var& a : fvars)
+          if (a.name() == g.queryVar) f.bound_storage(a, kOnlineQueryGroup);
+    };
+    // Scores: rows x T keys per step, the keys as one T-wide vector (T/vec registers per row).
+    for (LoweredFunc* C : chainContractions[&c]) {
+      if (!hasVar(*C, key)) {
+        C->func.compute_at(tile);
+        continue;
       }
+      place(C->func, C->vars);
+      keyReaders.push_back(C->func);
+      // Bounded to one key tile: Halide would size a hoisted allocation by all the keys the task
+      // visits (256 KiB for 32 rows at N = 2048), with rows 8 KiB apart.
+      C->func.bound_storage(varNamed(*C, key), T);
+      H::Var kv = varNamed(*C, key);
+      C->func.vectorize(kv, vec, H::TailStrategy::GuardWithIf);
+      H::Stage cu = C->func.update();
+      if (hasVar(*C, g.queryVar) && prm.scoreRows > 1) {
+        H::Var ci = varNamed(*C, g.queryVar), cio(C->func.name() + "_ro"), cii(C->func.name() + "_ri");
+        cu.split(ci, cio, cii, prm.scoreRows, H::TailStrategy::GuardWithIf)
+            .reorder(kv, cii, C->rvars[0], cio)
+            .vectorize(kv, T % vec == 0 ? T : vec, H::TailStrategy::GuardWithIf)
+            .unroll(cii);
+      } else {
+        // One row at a time (no split: a split by 1 under compute_at makes Halide's bounds
+        // inference ask for query rows past the end, measured by attn-tune).
+        cu.reorder(kv, C->rvars[0]).vectorize(kv, T % vec == 0 ? T : vec, H::TailStrategy::GuardWithIf);
+      }
+    }
+
+    // The tile's exps, and its max and sum reduced a vector of keys at a time.
+    place(c.texp->func, c.texp->vars);
+    c.texp->func.bound_storage(varNamed(*c.texp, key), T).bound_storage(c.texp->vars.back(), 1)
+        .vectorize(varNamed(*c.texp, key), vec, H::TailStrategy::GuardWithIf);
+    for (LoweredFunc* f : {c.tmax, c.tsum}) {
+      place(f->func, f->vars);
+      f->func.bound_storage(f->vars.back(), 1);
+      if (T % vec != 0) continue;
+      H::Var u(f->name + "_lane");
+      H::RVar ro(f->name + "_ro"), ri(f->name + "_ri");
+      H::Func intm = f->func.update().split(f->rvars[0], ro, ri, vec).rfactor(ri, u);
+      std::vector<H::Var> st{u};
+      for (const H::Var& a : intm.args())
+        if (a.name() != u.name()) st.push_back(a);
+      intm.reorder_storage(st);
+      place(intm, intm.args());
+      intm.vectorize(u);
+      for (const H::Var& a : intm.args())
+        if (a.name() == f->vars.back().name()) intm.bound_storage(a, 1);
+      intm.update().vectorize(u);
+    }
+
+    // Exps x values: valueRows rows x valueVectors vectors of the value index in registers per key.
+    H::Stage pu = c.tpv->func.update();
+    place(c.tpv->func, c.tpv->vars);
+    c.tpv->func.bound_storage(c.tpv->vars.back(), 1);
+    if (!g.valueVar.empty()) {
+      H::Var e = varNamed(*c.tpv, g.valueVar), eo(c.tpv->name + "_vo"), ei(c.tpv->name + "_vi");
+      H::Var qi = varNamed(*c.tpv, g.queryVar), qo(c.tpv->name + "_ro"), qii(c.tpv->name + "_ri");
+      c.tpv->func.vectorize(e, vec, H::TailStrategy::GuardWithIf);
+      H::Var eoo(c.tpv->name + "_voo"), eoi(c.tpv->name + "_voi");
+      pu.split(e, eo, ei, vec, H::TailStrategy::GuardWithIf)
+          .split(eo, eoo, eoi, prm.valueVectors, H::TailStrategy::GuardWithIf)
+          .split(qi, qo, qii, prm.valueRows, H::TailStrategy::GuardWithIf)
+          .reorder(ei, eoi, qii, c.tpv->rvars[0], eoo, qo)
+          .vectorize(ei)
+          .unroll(eoi)
+          .unroll(qii);
+    }
   }
 
-  // The tile's exps, and its max and sum reduced a vector of keys at a time.
-  g.texp->func.compute_at(tile).hoist_storage(hoist).bound_storage(varNamed(*g.texp, key), T)
-      .bound_storage(g.texp->vars.back(), 1).vectorize(varNamed(*g.texp, key), vec, H::TailStrategy::GuardWithIf);
-  for (LoweredFunc* f : {g.tmax, g.tsum}) {
-    f->func.compute_at(tile).hoist_storage(hoist).bound_storage(f->vars.back(), 1);
-    if (T % vec != 0) continue;
-    H::Var u(f->name + "_lane");
-    H::RVar ro(f->name + "_ro"), ri(f->name + "_ri");
-    H::Func intm = f->func.update().split(f->rvars[0], ro, ri, vec).rfactor(ri, u);
-    std::vector<H::Var> st{u};
-    for (const H::Var& a : intm.args())
-      if (a.name() != u.name()) st.push_back(a);
-    intm.reorder_storage(st);
-    intm.compute_at(tile).hoist_storage(hoist).vectorize(u);
-    for (const H::Var& a : intm.args())
-      if (a.name() == f->vars.back().name()) intm.bound_storage(a, 1);
-    intm.update().vectorize(u);
-  }
-
-  // Exps x values: valueRows rows x one vector of the value index in registers per key.
-  H::Stage pu = g.tpv->func.update();
-  g.tpv->func.compute_at(tile).hoist_storage(hoist).bound_storage(g.tpv->vars.back(), 1);
-  if (!g.valueVar.empty()) {
-    H::Var e = varNamed(*g.tpv, g.valueVar), eo(g.tpv->name + "_vo"), ei(g.tpv->name + "_vi");
-    H::Var qi = varNamed(*g.tpv, g.queryVar), qo(g.tpv->name + "_ro"), qii(g.tpv->name + "_ri");
-    g.tpv->func.vectorize(e, vec, H::TailStrategy::GuardWithIf);
-    H::Var eoo(g.tpv->name + "_voo"), eoi(g.tpv->name + "_voi");
-    pu.split(e, eo, ei, vec, H::TailStrategy::GuardWithIf)
-        .split(eo, eoo, eoi, prm.valueVectors, H::TailStrategy::GuardWithIf)
-        .split(qi, qo, qii, prm.valueRows, H::TailStrategy::GuardWithIf)
-        .reorder(ei, eoi, qii, g.tpv->rvars[0], eoo, qo)
-        .vectorize(ei)
-        .unroll(eoi)
-        .unroll(qii);
-  }
+  // K is read along the keys: a per-head transposed copy (one for every chain) makes those reads
+  // contiguous.
+  for (const std::string& in : g.keyInputs)
+    for (KernelParam& p : k.inputs) {
+      if (p.name != in || p.param.dimensions() < 2 || keyReaders.empty()) continue;
+      H::Func kT = p.param.in(keyReaders);
+      std::vector<H::Var> a = kT.args();
+      std::swap(a[0], a[1]);
+      H::LoopLevel at = batch.empty() ? H::LoopLevel::root() : H::LoopLevel(O.func, batch.front());
+      kT.compute_at(at).reorder_storage(a).reorder(std::vector<H::VarOrRVar>(a.begin(), a.end()))
+          .vectorize(a[0], vec, H::TailStrategy::GuardWithIf);
+    }
 
   // With at least a tile of keys, every key read is the tile's first key plus the slot (HalideGen
   // clamps slots only for fewer keys), so the tile loops are dense vector loads; causal attention

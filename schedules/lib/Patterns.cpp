@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 
 namespace attnc {
 namespace {
@@ -103,19 +104,29 @@ std::vector<OnlinePattern> findOnline(LoweredKernel& k) {
     if (o.role != FuncRole::Online) continue;
     OnlinePattern g;
     g.out = &o;
+    std::map<int, OnlineChain> chains;
     for (LoweredFunc& f : k.funcs) {
       if (f.definition != o.definition) continue;
+      OnlineChain& c = chains[f.onlineStage];
+      c.stage = f.onlineStage;
       switch (f.role) {
       case FuncRole::OnlineState: g.state = &f; break;
-      case FuncRole::OnlineScore: g.score = &f; break;
-      case FuncRole::OnlineTileMax: g.tmax = &f; break;
-      case FuncRole::OnlineTileExp: g.texp = &f; break;
-      case FuncRole::OnlineTileSum: g.tsum = &f; break;
-      case FuncRole::OnlineTileValue: g.tpv = &f; break;
+      case FuncRole::OnlineScore: c.score = &f, c.full = f.onlineFull; break;
+      case FuncRole::OnlineTileMax: c.tmax = &f; break;
+      case FuncRole::OnlineTileExp: c.texp = &f; break;
+      case FuncRole::OnlineTileSum: c.tsum = &f; break;
+      case FuncRole::OnlineTileValue: c.tpv = &f; break;
       default: break;
       }
     }
-    if (!g.state || !g.score || !g.tmax || !g.texp || !g.tsum || !g.tpv) continue;
+    bool complete = g.state != nullptr;
+    for (auto& [stage, c] : chains) {
+      if (!c.score && !c.tmax && !c.texp && !c.tsum && !c.tpv) continue; // the state and output only
+      complete &= c.score && c.tmax && c.texp && c.tsum && c.tpv;
+      g.chains.push_back(c);
+      if (!c.full) g.score = c.score, g.tmax = c.tmax, g.texp = c.texp, g.tsum = c.tsum, g.tpv = c.tpv;
+    }
+    if (!complete || !g.score) continue;
     // Rows: tmax's indices but the tile; the query is the innermost of them.
     std::vector<std::string> rows(g.tmax->varNames.begin(), g.tmax->varNames.end() - 1);
     if (!rows.empty()) g.queryVar = rows.back();
@@ -123,7 +134,8 @@ std::vector<OnlinePattern> findOnline(LoweredKernel& k) {
     if (!last.empty() && std::find(rows.begin(), rows.end(), last) == rows.end()) g.valueVar = last;
     // Contractions: sums read by the scores (through pointwise definitions) over exactly the
     // score's indices, read by nothing outside the group.
-    std::vector<LoweredFunc*> frontier{g.score};
+    std::vector<LoweredFunc*> frontier;
+    for (const OnlineChain& c : g.chains) frontier.push_back(c.score);
     for (int depth = 0; depth < 8 && !frontier.empty(); ++depth) {
       std::vector<LoweredFunc*> next;
       for (LoweredFunc* cur : frontier)

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -29,6 +30,8 @@ const char* kUsage =
     "  -I DIR         also search DIR for imported .attn files\n"
     "  --sample-order=O  auto (default: by cost at the inputs' sizes), sample-first or project-first\n"
     "  --online-softmax=M  on (default) or off: fuse softmax and the weighted sum over its axis\n"
+    "  --online-tile=N   keys per tile of the online softmax (default 128, or the key count rounded\n"
+    "                 up to 16 when the inputs have fewer)\n"
     "  --reference    evaluate with the fp64 reference interpreter instead of Halide (outputs are\n"
     "                 written as float32/int32 like the compiled ones; --target and --schedule are\n"
     "                 ignored)\n"
@@ -230,6 +233,12 @@ int main(int argc, char** argv) {
       std::string m = a.substr(17);
       if (m != "on" && m != "off") return fail("unknown --online-softmax '" + m + "' (expected on or off)");
       passOpts.onlineSoftmax = m == "on";
+    } else if (a.rfind("--online-tile=", 0) == 0) {
+      std::string t = a.substr(14);
+      char* end = nullptr;
+      long v = t.empty() ? 0 : std::strtol(t.c_str(), &end, 10);
+      if (t.empty() || *end || v <= 0 || v > 65536) return fail("--online-tile expects a key count in 1..65536, got '" + t + "'");
+      passOpts.onlineTile = v;
     } else if (a == "--reference") {
       reference = true;
     } else if (a.rfind("-I", 0) == 0) {

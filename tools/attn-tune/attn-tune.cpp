@@ -43,6 +43,8 @@ const char* kUsage =
     "  --kernel=NAME      kernel to tune when the file has several\n"
     "  --target=T         'host' (default), a Halide CPU target string, or a CUDA target (see below)\n"
     "  --budget=SECONDS   wall-clock time for the search (default 60); the autoschedulers come after\n"
+    "  --max-trials=N     also stop after N configurations besides the default (a search of fixed\n"
+    "                     size whatever the machine's speed)\n"
     "  --db=PATH          tuning database to update (default: attnc-tuning.json beside FILE)\n"
     "  --reps=N           timed runs per configuration, median taken (default 5)\n"
     "  -i NAME=FILE.npy   an input's values (needed for integer inputs such as level tables)\n"
@@ -367,7 +369,7 @@ int tuneOffline(Tuner& tu, const std::string& input, const std::string& dbPath, 
 int main(int argc, char** argv) {
   std::string input, targetStr = "host", dbPath, kernelName;
   double budget = 60;
-  int reps = 5;
+  int reps = 5, maxTrials = 0;
   bool restart = false, baselines = true;
   std::string ptxasPath;
   attnc::dsl::FrontEndOptions feOpts;
@@ -396,6 +398,11 @@ int main(int argc, char** argv) {
       targetStr = value("--target");
     } else if (a.rfind("--budget=", 0) == 0) {
       if (!number("--budget", 1, 7 * 24 * 3600, &budget)) return fail("--budget expects seconds in 1..604800, got '" + value("--budget") + "'");
+    } else if (a.rfind("--max-trials=", 0) == 0) {
+      double r;
+      if (!number("--max-trials", 1, 1000000, &r) || r != std::floor(r))
+        return fail("--max-trials expects a count in 1..1000000, got '" + value("--max-trials") + "'");
+      maxTrials = (int)r;
     } else if (a.rfind("--reps=", 0) == 0) {
       double r;
       if (!number("--reps", 1, 1000, &r) || r != std::floor(r)) return fail("--reps expects a count in 1..1000, got '" + value("--reps") + "'");
@@ -563,7 +570,7 @@ int main(int argc, char** argv) {
           if (ax.name.empty()) c.tile = v;
           else if (v == ax.dflt) c.params.erase(ax.name);
           else c.params[ax.name] = v;
-          if (!entry->tried.count(c.key()) && elapsed() > budget) {
+          if (!entry->tried.count(c.key()) && (elapsed() > budget || (maxTrials > 0 && measured - 1 >= maxTrials))) {
             outOfTime = true;
             break;
           }
@@ -615,7 +622,7 @@ int main(int argc, char** argv) {
     entry->updated = nowIso();
     if (!db.save(dbPath, &err)) return fail(err);
     std::cout << "search: " << measured << " measured, " << reused << " reused from the database"
-              << (outOfTime ? ", stopped by the budget (run again to go on)" : ", converged") << "\n";
+              << (outOfTime ? ", stopped by the budget or --max-trials (run again to go on)" : ", converged") << "\n";
 
     // Halide's autoschedulers on the same pipeline, with the tuned sizes as estimates.
     if (baselines) {

@@ -21,7 +21,8 @@ enum class FuncRole {
   Softmax,       // the normalised probabilities (the DSL name)
   Check,         // `require__<n>`: a requirement on input values, 0 or a run-time error (compute it once, at root)
   // attn.online_softmax's parts, over key tiles t of T slots r (key t*T + r; the last tile is
-  // shifted back to end at the last key, see HalideGen's lowerOnline):
+  // shifted back to end at the last key, see HalideGen's lowerOnline). Under exact mask bounds
+  // the tile parts come twice: `<o>__<part>_full` for fully visible tiles, without the mask:
   OnlineScore,     // `<o>__score`: the scores, masked ones -inf (inlined)
   OnlineTileMax,   // `<o>__tmax`(rows, t): the tile's max score
   OnlineTileExp,   // `<o>__texp`(rows, r, t): exp(score - its tile's max)
@@ -54,6 +55,13 @@ struct LoweredFunc {
   // plain offset from its tile's first key, which schedules specialise for.
   Halide::Expr keyCount;
   int onlineTile = 0;
+  // OnlineState under mask bounds: indexed by (query group, row in group) in place of the query
+  // row, with one update per chain of tile Funcs (rvars[s] is update s's tile index).
+  bool onlineGrouped = false;
+  // Online tile Funcs (score .. tpv): the state update that reads them, and whether they are the
+  // chain of fully visible tiles (`<o>__tmax_full`, ...: no mask test, every slot a key).
+  int onlineStage = 0;
+  bool onlineFull = false;
   bool isOutput = false;
   // Names of the kernel inputs and Funcs it reads, so rules can find producers and consumers.
   std::vector<std::string> reads;

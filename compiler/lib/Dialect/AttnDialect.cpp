@@ -77,6 +77,10 @@ LogicalResult AttnDialect::verifyOperationAttribute(Operation* op, NamedAttribut
         kernel.walk([&](DimOp dim) { known |= dim.getSize() == name.getValue(); });
       if (!known) return fail("names '") << name.getValue() << "', which is not a size of the kernel";
     }
+    if (Attribute e = d.get("exact")) {
+      if (!isa<UnitAttr>(e)) return fail("'exact' must be a unit attribute");
+      if (!isa<SoftmaxOp, OnlineSoftmaxOp>(op)) return fail("'exact' applies to softmax bounds only");
+    }
     bool any = false;
     for (StringRef side : {"lower", "upper"}) {
       Attribute m = d.get(side);

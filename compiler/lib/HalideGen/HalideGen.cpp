@@ -514,142 +514,224 @@ private:
       return reversed(c);
     };
 
-    LoweredFunc score = part("score", FuncRole::OnlineScore);
-    score.vars = svars;
-    score.varNames = snames;
     Block& sb = op.getScore().front();
-    Env senv;
-    for (auto [arg, var] : llvm::zip(sb.getArguments(), svars)) senv[arg] = var;
     auto sy = cast<attn::YieldOp>(sb.getTerminator());
-    reads_ = &score.reads;
-    H::Expr sv = H::cast<float>(eval(sy.getValues()[0], senv));
-    if (sy.getValues().size() == 2) sv = H::select(eval(sy.getValues()[1], senv), sv, lo);
-    reads_ = nullptr;
-    score.func(scoreArgs(key)) = sv;
-    // The first key of tile t, the key in slot r (min(r, Nk - 1) only bites when Nk < T), and
-    // whether the slot holds a key this tile counts.
-    auto base = [&](H::Expr t) { return H::max(H::min(t * T, Nk - T), 0); };
-    auto keyAt = [&](H::Expr t, H::Expr r) { return base(t) + H::min(r, Nk - 1); };
-    auto counted = [&](H::Expr t, H::Expr r) { return r >= t * T - base(t) && r < Nk; };
-    auto scoreAt = [&](H::Expr t, H::Expr r) { return H::select(counted(t, r), score.func(scoreArgs(keyAt(t, r))), lo); };
+    // The score Func of a chain: `masked` keeps the mask (masked scores are -inf), otherwise the
+    // raw scores (tiles every row of a group fully sees).
+    auto scoreFunc = [&](const std::string& suffix, bool masked) {
+      LoweredFunc score = part(suffix, FuncRole::OnlineScore);
+      score.vars = svars;
+      score.varNames = snames;
+      Env senv;
+      for (auto [arg, var] : llvm::zip(sb.getArguments(), svars)) senv[arg] = var;
+      reads_ = &score.reads;
+      H::Expr sv = H::cast<float>(eval(sy.getValues()[0], senv));
+      if (masked && sy.getValues().size() == 2) sv = H::select(eval(sy.getValues()[1], senv), sv, lo);
+      reads_ = nullptr;
+      score.func(scoreArgs(key)) = sv;
+      return score;
+    };
 
     auto tileRDom = [&](const std::string& owner) {
       std::vector<H::Internal::ReductionVariable> rv{{owner + "$" + keyName, H::Expr(0), H::Expr(T)}};
       return H::RDom(H::Internal::ReductionDomain(rv));
     };
     auto rowsTile = [&](H::Expr t) { return withKey(rowVars, t); };
-
-    LoweredFunc tmax = part("tmax", FuncRole::OnlineTileMax);
-    tmax.vars = rowVars, tmax.varNames = rowNames;
-    tmax.vars.push_back(kt), tmax.varNames.push_back(tileName);
-    H::RDom rm = tileRDom(tmax.name);
-    tmax.func(rowsTile(kt)) = lo;
-    tmax.func(rowsTile(kt)) = H::max(tmax.func(rowsTile(kt)), scoreAt(kt, rm));
-    tmax.rvars = {rm[0]}, tmax.rvarNames = {keyName}, tmax.reduceKind = "max";
-    tmax.reads = {score.name};
-
-    // The exps by slot (the score's indices with the slot at the key's place) and tile.
-    LoweredFunc texp = part("texp", FuncRole::OnlineTileExp);
-    texp.vars = svars, texp.varNames = snames;
-    texp.vars.push_back(kt), texp.varNames.push_back(tileName);
     auto texpArgs = [&](H::Expr r, H::Expr t) {
       std::vector<H::Expr> a = scoreArgs(r);
       a.push_back(t);
       return a;
     };
-    H::Expr sk = scoreAt(kt, key);
-    // Exps against the tile's own max (<= 0, so no overflow); a masked score gives 0.
-    texp.func(texpArgs(key, kt)) = H::select(sk == lo, 0.0f, H::exp(sk - tmax.func(rowsTile(kt))));
-    texp.reads = {score.name, tmax.name};
 
-    LoweredFunc tsum = part("tsum", FuncRole::OnlineTileSum);
-    tsum.vars = tmax.vars, tsum.varNames = tmax.varNames;
-    H::RDom rs = tileRDom(tsum.name);
-    tsum.func(rowsTile(kt)) = 0.0f;
-    tsum.func(rowsTile(kt)) += texp.func(texpArgs(rs, kt));
-    tsum.rvars = {rs[0]}, tsum.rvarNames = {keyName}, tsum.reduceKind = "sum";
-    tsum.reads = {texp.name};
+    // One chain of per-tile Funcs (max, exps, exp sum, exps x value) over the scores `score`.
+    // A full chain counts every slot with no mask test; the other masks the slots that an earlier
+    // tile counted (the shifted last tile) and the masked scores.
+    struct Chain {
+      LoweredFunc score, tmax, texp, tsum, tpv;
+    };
+    auto makeChain = [&](const std::string& sfx, bool full, int stage) {
+      Chain c{scoreFunc("score" + sfx, !full), part("tmax" + sfx, FuncRole::OnlineTileMax), part("texp" + sfx, FuncRole::OnlineTileExp),
+              part("tsum" + sfx, FuncRole::OnlineTileSum), part("tpv" + sfx, FuncRole::OnlineTileValue)};
+      // The first key of tile t, the key in slot r (min(r, Nk - 1) only bites when Nk < T), and
+      // whether the slot holds a key this tile counts.
+      auto base = [&](H::Expr t) { return H::max(H::min(t * T, Nk - T), 0); };
+      // (In a full tile base(t) = t*T and r < Nk; the clamped form keeps Halide's bounds of the
+      // key reads inside the keys, since they do not see the tile loop's predicate.)
+      auto keyAt = [&](H::Expr t, H::Expr r) { return base(t) + H::min(r, Nk - 1); };
+      auto scoreAt = [&](H::Expr t, H::Expr r) {
+        H::Expr s = c.score.func(scoreArgs(keyAt(t, r)));
+        return full ? s : H::select(r >= t * T - base(t) && r < Nk, s, lo);
+      };
+      for (LoweredFunc* f : {&c.score, &c.tmax, &c.texp, &c.tsum, &c.tpv}) f->onlineStage = stage, f->onlineFull = full;
 
-    LoweredFunc tpv = part("tpv", FuncRole::OnlineTileValue);
-    tpv.vars = vars, tpv.varNames = varNames;
-    tpv.vars.push_back(kt), tpv.varNames.push_back(tileName);
-    H::RDom rp = tileRDom(tpv.name);
-    Block& vb = op.getValue().front();
-    Env venv;
-    for (size_t i = 0; i < vars.size(); ++i) venv[vb.getArgument(i)] = vars[i];
-    venv[vb.getArgument(vars.size())] = keyAt(kt, rp);
-    reads_ = &tpv.reads;
-    H::Expr value = H::cast<float>(eval(cast<attn::YieldOp>(vb.getTerminator()).getValues()[0], venv));
-    reads_ = nullptr;
-    tpv.reads.push_back(texp.name);
-    std::vector<H::Expr> tpvArgs = withKey(vars, kt);
-    tpv.func(tpvArgs) = 0.0f;
-    tpv.func(tpvArgs) += texp.func(texpArgs(rp, kt)) * value;
-    tpv.rvars = {rp[0]}, tpv.rvarNames = {keyName}, tpv.reduceKind = "sum";
+      c.tmax.vars = rowVars, c.tmax.varNames = rowNames;
+      c.tmax.vars.push_back(kt), c.tmax.varNames.push_back(tileName);
+      H::RDom rm = tileRDom(c.tmax.name);
+      c.tmax.func(rowsTile(kt)) = lo;
+      c.tmax.func(rowsTile(kt)) = H::max(c.tmax.func(rowsTile(kt)), scoreAt(kt, rm));
+      c.tmax.rvars = {rm[0]}, c.tmax.rvarNames = {keyName}, c.tmax.reduceKind = "max";
+      c.tmax.reads = {c.score.name};
 
-    LoweredFunc state = part("state", FuncRole::OnlineState);
-    state.vars = vars, state.varNames = varNames;
-    std::vector<H::Internal::ReductionVariable> rtv{{state.name + "$" + tileName, H::Expr(0), (Nk + T - 1) / T}};
-    H::RDom rt{H::Internal::ReductionDomain(rtv)};
+      // The exps by slot (the score's indices with the slot at the key's place) and tile, against
+      // the tile's own max (<= 0, so no overflow). A -inf score (masked, or so in the data) gives 0.
+      c.texp.vars = svars, c.texp.varNames = snames;
+      c.texp.vars.push_back(kt), c.texp.varNames.push_back(tileName);
+      H::Expr sk = scoreAt(kt, key);
+      c.texp.func(texpArgs(key, kt)) = H::select(sk == lo, 0.0f, H::exp(sk - c.tmax.func(rowsTile(kt))));
+      c.texp.reads = {c.score.name, c.tmax.name};
+
+      c.tsum.vars = c.tmax.vars, c.tsum.varNames = c.tmax.varNames;
+      H::RDom rs = tileRDom(c.tsum.name);
+      c.tsum.func(rowsTile(kt)) = 0.0f;
+      c.tsum.func(rowsTile(kt)) += c.texp.func(texpArgs(rs, kt));
+      c.tsum.rvars = {rs[0]}, c.tsum.rvarNames = {keyName}, c.tsum.reduceKind = "sum";
+      c.tsum.reads = {c.texp.name};
+
+      c.tpv.vars = vars, c.tpv.varNames = varNames;
+      c.tpv.vars.push_back(kt), c.tpv.varNames.push_back(tileName);
+      H::RDom rp = tileRDom(c.tpv.name);
+      Block& vb = op.getValue().front();
+      Env venv;
+      for (size_t i = 0; i < vars.size(); ++i) venv[vb.getArgument(i)] = vars[i];
+      venv[vb.getArgument(vars.size())] = keyAt(kt, rp);
+      reads_ = &c.tpv.reads;
+      H::Expr value = H::cast<float>(eval(cast<attn::YieldOp>(vb.getTerminator()).getValues()[0], venv));
+      reads_ = nullptr;
+      c.tpv.reads.push_back(c.texp.name);
+      std::vector<H::Expr> tpvArgs = withKey(vars, kt);
+      c.tpv.func(tpvArgs) = 0.0f;
+      c.tpv.func(tpvArgs) += c.texp.func(texpArgs(rp, kt)) * value;
+      c.tpv.rvars = {rp[0]}, c.tpv.rvarNames = {keyName}, c.tpv.reduceKind = "sum";
+      return c;
+    };
+
     // Mask bounds (attn.bounds on the key) skip whole tiles: tile t has a visible key in
-    // [lower, upper) iff t*T < upper and t*T + T > lower. The bounds are taken over groups of
-    // kOnlineQueryGroup query rows (the innermost row index), at both ends of the group (they
-    // are affine): a tile is skipped when no row of the group sees it. Per row, the bound would
-    // let Halide narrow every tile's rows to a variable range, and the register-blocked row loops
-    // of the tile's products would need a guard per row (2x slower per tile, measured).
-    if (auto entries = op->getAttrOfType<ArrayAttr>(attn::kBoundsAttr)) {
+    // [lower, upper) iff t*T < upper and t*T + T > lower, and every key of it is visible iff
+    // t*T >= lower and t*T + T <= upper (and the tile is not the shifted last one). The bounds are
+    // taken over groups of kOnlineQueryGroup query rows (the innermost row index), at both ends
+    // of the group (they are affine), so each group visits its tiles with all its rows: the
+    // state is indexed by (group, row in group), and its tile loops run inside the group loop.
+    // Rows as a plain index would let Halide narrow every tile's rows to a tile-dependent range,
+    // with a guard per row in the tiles' register blocks (2x slower per tile, measured).
+    // Exact bounds (the mask is nothing but them) give the fully visible tiles a chain of their
+    // own without the mask test: the state folds those tiles first, then the partly visible ones.
+    H::Expr visible, fully;
+    int qpos = -1, rq = -1;
+    for (int k = 0; k < (int)rowsMap.size(); ++k)
+      if (rowsMap[k] >= 0) qpos = k, rq = (int)rowsMap[k];
+    auto entries = op->getAttrOfType<ArrayAttr>(attn::kBoundsAttr);
+    H::Var ig(unique(varNames.empty() ? "g" : varNames[std::max(rq, 0)] + "_group")),
+        il(unique(varNames.empty() ? "l" : varNames[std::max(rq, 0)] + "_lane"));
+    auto tilePreds = [&](H::Expr t) {
       std::vector<H::Expr> dims = toExprs(svars), first = dims, last = dims;
-      int qpos = -1;
-      for (int k = 0; k < (int)rowsMap.size(); ++k)
-        if (rowsMap[k] >= 0) qpos = k;
-      if (qpos >= 0) {
-        H::Expr g0 = (H::Expr(svars[qpos]) / kOnlineQueryGroup) * kOnlineQueryGroup;
-        first[qpos] = g0;
-        last[qpos] = g0 + (kOnlineQueryGroup - 1);
-      }
-      H::Expr pred;
+      first[qpos] = H::Expr(ig) * kOnlineQueryGroup;
+      last[qpos] = H::Expr(ig) * kOnlineQueryGroup + (kOnlineQueryGroup - 1);
+      bool exact = false;
+      // (t < Nk / T: the same as t*T + T <= Nk, in a form from which Halide's simplifier does not
+      // drop the clamps of the key reads; bounds inference applies the simplified reads to the
+      // tile loop's range even when it is empty, Nk < T, and would read keys below 0.)
+      H::Expr vis, full = t < Nk / T;
       for (Attribute a : entries) {
         auto entry = cast<DictionaryAttr>(a);
         if (entry.getAs<IntegerAttr>("index").getInt() != (int64_t)keyPos) continue;
+        exact = (bool)entry.get("exact");
         for (StringRef side : {"lower", "upper"}) {
           auto map = entry.getAs<AffineMapAttr>(side);
           if (!map) continue;
           for (AffineExpr e : map.getValue().getResults()) {
-            if (e.isFunctionOfDim(keyPos)) continue;
             H::Expr b0 = affine(e, first, entry.getAs<ArrayAttr>("sizes")), b1 = affine(e, last, entry.getAs<ArrayAttr>("sizes"));
-            if (!b0.defined() || !b1.defined()) continue;
-            H::Expr c = side == "lower" ? H::Expr(rt) * T + T > H::min(b0, b1) : H::Expr(rt) * T < H::max(b0, b1);
-            pred = pred.defined() ? pred && c : c;
+            if (!b0.defined() || !b1.defined()) {
+              exact = false;
+              continue;
+            }
+            H::Expr v = side == "lower" ? t * T + T > H::min(b0, b1) : t * T < H::max(b0, b1);
+            H::Expr f = side == "lower" ? t * T >= H::max(b0, b1) : t * T + T <= H::min(b0, b1);
+            vis = vis.defined() ? vis && v : v;
+            full = full && f;
           }
         }
       }
-      if (pred.defined()) {
-        rt.where(pred);
-        state.maskBounded = true;
+      return std::make_pair(vis, exact && vis.defined() ? full : H::Expr());
+    };
+    if (entries && qpos >= 0) std::tie(visible, fully) = tilePreds(H::Expr(0));
+    const bool grouped = visible.defined(), split = fully.defined();
+
+    LoweredFunc state = part("state", FuncRole::OnlineState);
+    // The state's indices: the result's, with the query row as (group, row in group) when grouped.
+    std::vector<H::Var> stVars;
+    std::vector<std::string> stNames;
+    for (size_t k = 0; k < vars.size(); ++k) {
+      if (grouped && (int)k == rq) {
+        stVars.push_back(ig), stNames.push_back(ig.name());
+        stVars.push_back(il), stNames.push_back(il.name());
+      } else {
+        stVars.push_back(vars[k]), stNames.push_back(varNames[k]);
       }
     }
-    std::vector<H::Expr> sargs = reversed(toExprs(vars));
-    state.func(sargs) = H::Tuple(lo, 0.0f, 0.0f);
-    H::Expr mo = state.func(sargs)[0], l = state.func(sargs)[1], acc = state.func(sargs)[2];
-    H::Expr mt = tmax.func(rowsTile(rt)), ge = mo >= mt;
-    // One exp per step: exp(-|old - tile max|) rescales whichever of the two is smaller. A tile
-    // with every key masked (max -inf) adds nothing (and -inf - -inf must not make a NaN).
-    H::Expr c = H::select(mt == lo, 0.0f, H::exp(-H::abs(mo - mt)));
-    H::Expr a = H::select(ge, 1.0f, c), b = H::select(ge, c, 1.0f);
-    std::vector<H::Expr> tpvAt = withKey(vars, rt);
-    state.func(sargs) = H::Tuple(H::max(mo, mt), l * a + tsum.func(rowsTile(rt)) * b, acc * a + tpv.func(tpvAt) * b);
-    state.rvars = {rt[0]}, state.rvarNames = {tileName};
-    state.reads = {tmax.name, tsum.name, tpv.name};
-    state.keyCount = Nk, state.onlineTile = T;
+    state.vars = stVars, state.varNames = stNames;
+    std::vector<H::Expr> stArgs = reversed(toExprs(stVars));
+    state.func(stArgs) = H::Tuple(lo, 0.0f, 0.0f);
+    // What the state reads at (group, row in group): the row itself, kept inside the query range
+    // for the last group's rows past its end (their state is computed and never read).
+    std::vector<H::Expr> rowExprs = toExprs(vars);
+    if (grouped) {
+      H::Expr Nq = H::cast<int32_t>(eval(op.getExtents()[rq], env));
+      rowExprs[rq] = H::min(H::Expr(ig) * kOnlineQueryGroup + il, Nq - 1);
+    }
+    auto stateRows = [&](H::Expr t) {
+      std::vector<H::Expr> c;
+      for (int64_t r : rowsMap)
+        if (r >= 0) c.push_back(rowExprs[r]);
+      c.push_back(t);
+      return reversed(c);
+    };
+    auto stateIndices = [&](H::Expr t) {
+      std::vector<H::Expr> c = rowExprs;
+      c.push_back(t);
+      return reversed(c);
+    };
+
+    std::vector<Chain> chains;
+    if (split) chains.push_back(makeChain("_full", true, 0));
+    chains.push_back(makeChain("", false, split ? 1 : 0));
+    for (Chain& c : chains) {
+      std::vector<H::Internal::ReductionVariable> rtv{{state.name + "$" + tileName + (c.score.onlineFull ? "_full" : ""), H::Expr(0), (Nk + T - 1) / T}};
+      H::RDom rt{H::Internal::ReductionDomain(rtv)};
+      if (grouped) {
+        auto [vis, full] = tilePreds(rt);
+        rt.where(!split ? vis : c.score.onlineFull ? full : vis && !full);
+        state.maskBounded = true;
+      }
+      H::Expr mo = state.func(stArgs)[0], l = state.func(stArgs)[1], acc = state.func(stArgs)[2];
+      H::Expr mt = c.tmax.func(stateRows(rt)), ge = mo >= mt;
+      // One exp per step: exp(-|old - tile max|) rescales whichever of the two is smaller. A tile
+      // with every key masked (max -inf) adds nothing (and -inf - -inf must not make a NaN).
+      H::Expr cf = H::select(mt == lo, 0.0f, H::exp(-H::abs(mo - mt)));
+      H::Expr a = H::select(ge, 1.0f, cf), b = H::select(ge, cf, 1.0f);
+      state.func(stArgs) = H::Tuple(H::max(mo, mt), l * a + c.tsum.func(stateRows(rt)) * b, acc * a + c.tpv.func(stateIndices(rt)) * b);
+      state.rvars.push_back(rt[0]), state.rvarNames.push_back(tileName);
+      for (const std::string& n : {c.tmax.name, c.tsum.name, c.tpv.name}) state.reads.push_back(n);
+    }
+    state.keyCount = Nk, state.onlineTile = T, state.onlineGrouped = grouped;
 
     LoweredFunc out = part("", FuncRole::Online);
     out.vars = vars, out.varNames = varNames;
-    H::Expr ls = state.func(sargs)[1];
-    out.func(sargs) = guarded(op.getResult(), H::select(ls > 0.0f, state.func(sargs)[2] / ls, 0.0f));
+    std::vector<H::Expr> outState = toExprs(vars);
+    if (grouped) {
+      H::Expr i = vars[rq];
+      outState[rq] = i % kOnlineQueryGroup;
+      outState.insert(outState.begin() + rq, i / kOnlineQueryGroup);
+    }
+    outState = reversed(outState);
+    H::Expr ls = state.func(outState)[1];
+    out.func(reversed(toExprs(vars))) = guarded(op.getResult(), H::select(ls > 0.0f, state.func(outState)[2] / ls, 0.0f));
     out.reads = {state.name};
 
     funcNames_[op.getResult()] = name;
-    for (LoweredFunc* f : {&score, &tmax, &texp, &tsum, &tpv, &state, &out}) addFunc(std::move(*f));
+    for (Chain& c : chains)
+      for (LoweredFunc* f : {&c.score, &c.tmax, &c.texp, &c.tsum, &c.tpv}) addFunc(std::move(*f));
+    addFunc(std::move(state));
+    addFunc(std::move(out));
   }
 
   static H::Expr initValue(StringRef kind, H::Type t) {
@@ -972,8 +1054,11 @@ std::string printAlgorithm(const LoweredKernel& k) {
     os << "  " << lhs(std::vector<H::Expr>(args.begin(), args.end())) << " = " << rhs(fn.values()) << "\n";
     for (int u = 0; u < fn.num_update_definitions(); ++u) {
       os << "  " << lhs(fn.update_args(u)) << " = " << rhs(fn.update_values(u));
-      // The RVars kept at lowering carry their domain; Func::rvars() returns bare names.
-      std::vector<H::RVar> rvs = u == 0 ? f.rvars : fn.rvars(u);
+      // The RVars kept at lowering carry their domain; Func::rvars() returns bare names. An
+      // online state keeps one per update (its chains).
+      std::vector<H::RVar> rvs = f.role == FuncRole::OnlineState && u < (int)f.rvars.size() ? std::vector<H::RVar>{f.rvars[u]}
+                                 : u == 0                                                  ? f.rvars
+                                                                                           : fn.rvars(u);
       if (!rvs.empty()) {
         os << "  where ";
         for (size_t i = 0; i < rvs.size(); ++i)

@@ -119,14 +119,18 @@ std::optional<Linear> linearOf(Value v, int depth = 0) {
 
 // The comparisons whose conjunction is `mask` (an `&&` tree); other operands are dropped, which
 // only weakens what is known about the masked set.
-void conjuncts(Value mask, SmallVectorImpl<arith::CmpIOp>& out, int depth = 0) {
-  if (depth > 64) return;
+// Returns false when some operand was dropped.
+bool conjuncts(Value mask, SmallVectorImpl<arith::CmpIOp>& out, int depth = 0) {
+  if (depth > 64) return false;
   if (auto a = mask.getDefiningOp<arith::AndIOp>()) {
-    conjuncts(a.getLhs(), out, depth + 1);
-    conjuncts(a.getRhs(), out, depth + 1);
-  } else if (auto c = mask.getDefiningOp<arith::CmpIOp>()) {
-    out.push_back(c);
+    bool l = conjuncts(a.getLhs(), out, depth + 1);
+    return conjuncts(a.getRhs(), out, depth + 1) && l;
   }
+  if (auto c = mask.getDefiningOp<arith::CmpIOp>()) {
+    out.push_back(c);
+    return true;
+  }
+  return false;
 }
 
 // A comparison as facts `E >= 0` (two for ==; none for != and unsigned predicates).
@@ -187,9 +191,11 @@ struct Bounds {
   bool empty() const { return lower.empty() && upper.empty(); }
 };
 
-DictionaryAttr boundsEntry(MLIRContext* ctx, int64_t index, const Bounds& b, const AffineBuilder& ab, StringRef from) {
+DictionaryAttr boundsEntry(MLIRContext* ctx, int64_t index, const Bounds& b, const AffineBuilder& ab, StringRef from,
+                          bool exact = false) {
   Builder bld(ctx);
   SmallVector<NamedAttribute> f{bld.getNamedAttr("index", bld.getI64IntegerAttr(index))};
+  if (exact) f.push_back(bld.getNamedAttr("exact", bld.getUnitAttr()));
   auto map = [&](ArrayRef<AffineExpr> es) {
     SmallVector<AffineExpr> simple;
     for (AffineExpr e : es) simple.push_back(simplifyAffineExpr(e, ab.dims.size(), ab.symbols.size()));
@@ -209,9 +215,14 @@ void boundSoftmax(attn::SoftmaxOp op) {
   if (!op.hasMask()) return;
   Block& body = op.getBody().front();
   SmallVector<arith::CmpIOp> cmps;
-  conjuncts(cast<attn::YieldOp>(body.getTerminator()).getValues()[1], cmps);
+  // Exact: the mask is nothing but the facts, so a point inside every bound is unmasked.
+  bool allFacts = conjuncts(cast<attn::YieldOp>(body.getTerminator()).getValues()[1], cmps);
   SmallVector<Linear> facts;
-  for (arith::CmpIOp c : cmps) facts.append(nonNegativeForms(c));
+  for (arith::CmpIOp c : cmps) {
+    SmallVector<Linear> f = nonNegativeForms(c);
+    allFacts &= !f.empty();
+    facts.append(f);
+  }
   if (facts.empty()) return;
 
   AffineBuilder ab{op.getContext(), SmallVector<Value>(body.getArguments().begin(), body.getArguments().end()), {}};
@@ -223,6 +234,7 @@ void boundSoftmax(attn::SoftmaxOp op) {
     if (constantOf(op.getExtents()[a])) continue;
     Value axis = body.getArgument(a);
     Bounds b;
+    size_t used = 0;
     for (const Linear& f : facts) {
       int64_t c = f.coefficient(axis);
       if (c == 0) continue;
@@ -238,8 +250,11 @@ void boundSoftmax(attn::SoftmaxOp op) {
       // c * axis + R >= 0: axis >= ceil(-R / c) for c > 0, axis <= floor(R / -c) for c < 0.
       if (c > 0) b.lower.push_back((-*r).ceilDiv(c));
       else b.upper.push_back(r->floorDiv(-c) + 1);
+      ++used;
     }
-    if (!b.empty()) entries.push_back(boundsEntry(op.getContext(), a, b, ab, ""));
+    // Exact when every fact became a bound of this axis: the fully visible part of the axis then
+    // needs no mask test (the online softmax's full key tiles).
+    if (!b.empty()) entries.push_back(boundsEntry(op.getContext(), a, b, ab, "", allFacts && used == facts.size()));
   }
   if (!entries.empty()) op->setAttr(attn::kBoundsAttr, ArrayAttr::get(op.getContext(), entries));
 }

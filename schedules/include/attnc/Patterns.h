@@ -23,14 +23,26 @@ bool findDensePattern(LoweredKernel& k, DensePattern* pat);
 
 // The Funcs of one attn.online_softmax group (HalideGen's lowerOnline), found by role, and the
 // contractions its scores read (reductions over the score's indices, e.g. q . k).
-struct OnlinePattern {
-  LoweredFunc* out = nullptr;   // o(indices) = acc / sum
-  LoweredFunc* state = nullptr; // (max, sum, acc)(indices), updated once per key tile
+struct OnlineChain {
   LoweredFunc* score = nullptr; // the scores (inlined)
   LoweredFunc* tmax = nullptr;
   LoweredFunc* texp = nullptr;
   LoweredFunc* tsum = nullptr;
   LoweredFunc* tpv = nullptr;
+  int stage = 0;     // the state update that folds these tiles
+  bool full = false; // fully visible tiles: no mask test
+};
+struct OnlinePattern {
+  LoweredFunc* out = nullptr;   // o(indices) = acc / sum
+  LoweredFunc* state = nullptr; // (max, sum, acc)(indices), updated once per key tile
+  // The masked chain (every online softmax has one); `chains` has it and, under exact mask
+  // bounds, the chain of fully visible tiles, in the order of the state's updates.
+  LoweredFunc* score = nullptr;
+  LoweredFunc* tmax = nullptr;
+  LoweredFunc* texp = nullptr;
+  LoweredFunc* tsum = nullptr;
+  LoweredFunc* tpv = nullptr;
+  std::vector<OnlineChain> chains;
   std::vector<LoweredFunc*> contractions; // sums over the score's indices that only the group reads
   std::vector<std::string> keyInputs;     // inputs the contractions read along the key
   std::string queryVar;                   // the innermost row index (the query axis)

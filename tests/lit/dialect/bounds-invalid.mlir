@@ -158,3 +158,33 @@ attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) ->
   } {indices = ["i"]} : tensor<?xf32>
   attn.return %o : tensor<?xf32>
 }
+
+// -----
+
+attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) -> (tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "p"}) {
+  %N = attn.dim %s[0] as "N" : tensor<?x?xf32>
+  // expected-error @+1 {{'attn.softmax' op 'attn.bounds' 'exact' must be a unit attribute}}
+  %p = attn.softmax "p" [%N, %N] over [1] {
+  ^bb0(%i: index, %j: index):
+    %x = attn.read %s[%i, %j] : tensor<?x?xf32>
+    attn.yield %x : f32
+  } {attn.bounds = [{exact = 1, index = 1, sizes = [], upper = affine_map<(d0, d1) -> (d0)>}], indices = ["i", "j"]} : tensor<?x?xf32>
+  attn.return %p : tensor<?x?xf32>
+}
+
+// -----
+
+attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+  %N = attn.dim %s[0] as "N" : tensor<?x?xf32>
+  %o = attn.define "o" [%N] {
+  ^bb0(%i: index):
+    // expected-error @+1 {{'attn.reduce' op 'attn.bounds' 'exact' applies to softmax bounds only}}
+    %r = attn.reduce "sum" [%N] {
+    ^bb0(%j: index):
+      %x = attn.read %s[%i, %j] : tensor<?x?xf32>
+      attn.yield %x : f32
+    } {attn.bounds = [{exact, index = 0, sizes = [], upper = affine_map<(d0) -> (d0)>}], indices = ["j"]} : f32
+    attn.yield %r : f32
+  } {indices = ["i"]} : tensor<?xf32>
+  attn.return %o : tensor<?xf32>
+}

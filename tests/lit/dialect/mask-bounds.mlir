@@ -10,7 +10,7 @@
 
 // CHECK-LABEL: attn.kernel @k(
 // CHECK:       %p = attn.softmax "p"
-// CHECK:       } {attn.bounds = [{index = 1 : i64, lower = #[[LO]], sizes = ["N"], upper = #[[UP]]}], indices = ["i", "j"]}
+// CHECK:       } {attn.bounds = [{exact, index = 1 : i64, lower = #[[LO]], sizes = ["N"], upper = #[[UP]]}], indices = ["i", "j"]}
 // CHECK:       %u = attn.softmax "u"
 // CHECK:       } {indices = ["i", "j"]}
 // CHECK:       %o = attn.define "o"
