@@ -7,7 +7,7 @@ CTEST     := $(VENV)/bin/ctest
 LLVM_PREFIX = $(shell llvm-config-19 --prefix)
 HALIDE_DIR  = $(shell $(VENV)/bin/python -c 'import halide,os;print(os.path.join(os.path.dirname(halide.__file__),"lib64","cmake","Halide"))')
 
-.PHONY: all setup configure build demo test bench ptx-report clean test-asan fuzz fuzz-build
+.PHONY: all setup configure build demo test bench bench-tuned ptx-report clean test-asan fuzz fuzz-build
 
 all: build
 
@@ -34,6 +34,14 @@ test: build
 
 # Speed is measured here, never by tests: attn-bench times the kernels against plain C++ baselines.
 bench: build
+	$(BUILD)/bin/attn-bench
+
+# The same with a tuned column: the build runs attn-tune on sdpa, causal attention and msda at the
+# bench shapes (TUNE_BUDGET seconds each, once; the option stays on in $(BUILD)'s cache).
+TUNE_BUDGET ?= 120
+bench-tuned: configure
+	$(CMAKE) -S . -B $(BUILD) -DATTN_BENCH_TUNE=ON -DATTN_BENCH_TUNE_BUDGET=$(TUNE_BUDGET)
+	$(CMAKE) --build $(BUILD) -j $(JOBS)
 	$(BUILD)/bin/attn-bench
 
 # The CUDA code of every bundled kernel assembled offline by ptxas, with registers, shared memory
