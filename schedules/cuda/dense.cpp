@@ -35,9 +35,18 @@ public:
 
   // Block and thread shapes. Without a GPU they can only be checked offline (compile success and
   // ptxas resources: attnc --emit=ptx, make ptx-report), not timed.
-  std::vector<Knob> knobs(const LoweredKernel&, const H::Target&) const override {
-    return {{"cuda.tile", {8, 16, 32}, kTile}, {"cuda.rows_per_thread", {1, 2, 4, 8}, kRowsPerThread},
-            {"cuda.rows_per_block", {4, 8, 16}, kRowsPerBlock}};
+  // The generic knobs too where Funcs outside the pattern (projections) get kernels of their own.
+  std::vector<Knob> knobs(const LoweredKernel& k, const H::Target&) const override {
+    std::vector<Knob> ks = {{"cuda.tile", {8, 16, 32}, kTile}, {"cuda.rows_per_thread", {1, 2, 4, 8}, kRowsPerThread},
+                            {"cuda.rows_per_block", {4, 8, 16}, kRowsPerBlock}};
+    DensePattern pat;
+    findDensePattern(const_cast<LoweredKernel&>(k), &pat);
+    for (const LoweredFunc& f : k.funcs)
+      if (!member(pat, f) && cudaGenericSchedules(f) && !f.vars.empty()) {
+        for (const Knob& kb : cudaGenericKnobs()) ks.push_back(kb);
+        break;
+      }
+    return ks;
   }
 
   void apply(LoweredKernel& k, const H::Target& t, const ScheduleParams& params) const override {
@@ -47,12 +56,8 @@ public:
     DensePattern pat;
     findDensePattern(k, &pat);
     // Everything outside the pattern (projections, biases) as the generic rule has it.
-    for (LoweredFunc& f : k.funcs) {
-      bool member = &f == pat.out || &f == pat.score ||
-                    std::find(pat.softmax.begin(), pat.softmax.end(), &f) != pat.softmax.end() ||
-                    std::find(pat.inlined.begin(), pat.inlined.end(), &f) != pat.inlined.end();
-      if (!member) scheduleCudaGenericFunc(f, t);
-    }
+    for (LoweredFunc& f : k.funcs)
+      if (!member(pat, f)) scheduleCudaGenericFunc(f, t, params);
     scheduleGemm(k, *pat.out, /*staged=*/pat.softmax, tile, rowsPerThread);
     scheduleGemm(k, *pat.score, {}, tile, rowsPerThread);
     for (LoweredFunc* f : pat.softmax) {
@@ -63,6 +68,11 @@ public:
   }
 
 private:
+  static bool member(const DensePattern& pat, const LoweredFunc& f) {
+    return &f == pat.out || &f == pat.score || std::find(pat.softmax.begin(), pat.softmax.end(), &f) != pat.softmax.end() ||
+           std::find(pat.inlined.begin(), pat.inlined.end(), &f) != pat.inlined.end();
+  }
+
   // c(.., i, j) = sum_r a(.., i, r) * b(.., r, j): a grid of 16 x 16 tiles of c (batch indices on
   // the third grid dimension); each block walks r in 16-deep slices, staging the slice of every
   // input (and of any softmax Func in `staged`) that the tile reads into shared memory.

@@ -1,6 +1,8 @@
 // Generic CUDA schedule: any kernel; every non-trivial Func computed at root as a grid of thread tiles.
 #include "attnc/Schedule.h"
 
+#include <stdexcept>
+
 namespace attnc {
 namespace {
 
@@ -12,8 +14,14 @@ public:
   int priority() const override { return 0; }
   bool applies(const LoweredKernel&, const H::Target& t) const override { return t.has_feature(H::Target::CUDA); }
 
+  std::vector<Knob> knobs(const LoweredKernel& k, const H::Target&) const override {
+    for (const LoweredFunc& f : k.funcs)
+      if (cudaGenericSchedules(f) && !f.vars.empty()) return cudaGenericKnobs();
+    return {};
+  }
+
   void apply(LoweredKernel& k, const H::Target& t, const ScheduleParams& params) const override {
-    for (LoweredFunc& f : k.funcs) scheduleCudaGenericFunc(f, t);
+    for (LoweredFunc& f : k.funcs) scheduleCudaGenericFunc(f, t, params);
   }
 };
 
@@ -55,12 +63,26 @@ void scheduleCudaStage(H::Stage st, const LoweredFunc& f, int tileX, int tileY) 
   if (!f.rvars.empty()) st.reorder(order);
 }
 
-void scheduleCudaGenericFunc(LoweredFunc& f, const H::Target&) {
+// 32 x 8 threads by default: a warp along the innermost index, 256 threads per block (8 warps
+// keep an SM's schedulers busy while others wait on memory). A warp narrower than 32 along the
+// innermost index would split each row of a warp's reads into several transactions, so x starts
+// at 32; 64 x 16 = 1024 is the most threads a block may have.
+std::vector<Knob> cudaGenericKnobs() {
+  return {{"cuda.threads_x", {32, 64}, 32}, {"cuda.threads_y", {2, 4, 8, 16}, 8}};
+}
+
+bool cudaGenericSchedules(const LoweredFunc& f) {
   // As on the CPU: pointwise Funcs are inlined into their consumers; reductions and softmax
   // statistics get storage in global memory, each a kernel of its own.
   bool root = f.isOutput || f.role == FuncRole::Reduction || f.role == FuncRole::SoftmaxMax ||
               f.role == FuncRole::SoftmaxSum || f.role == FuncRole::SoftmaxExp;
-  if (!root || f.role == FuncRole::Check) return;
+  return root && f.role != FuncRole::Check;
+}
+
+void scheduleCudaGenericFunc(LoweredFunc& f, const H::Target&, const ScheduleParams& params) {
+  if (!cudaGenericSchedules(f)) return;
+  const int tx = params.get("cuda.threads_x", 32), ty = params.get("cuda.threads_y", 8);
+  if (tx * ty > 1024) throw std::runtime_error("cuda.threads_x * cuda.threads_y must not exceed 1024 threads per block");
   if (!f.isOutput) f.func.compute_root();
   for (int s = 0; s <= f.func.num_update_definitions(); ++s) {
     H::Stage st = s == 0 ? H::Stage(f.func) : f.func.update(s - 1);
@@ -68,11 +90,9 @@ void scheduleCudaGenericFunc(LoweredFunc& f, const H::Target&) {
       st.gpu_single_thread();
       continue;
     }
-    // 32 x 8 threads: a warp along the innermost index, 256 threads per block (8 warps keep an
-    // SM's schedulers busy while others wait on memory).
     LoweredFunc view = f;
     if (s == 0) view.rvars.clear(); // the pure definition has no reduction loop
-    scheduleCudaStage(st, view, 32, 8);
+    scheduleCudaStage(st, view, tx, ty);
   }
 }
 

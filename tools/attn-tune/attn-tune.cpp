@@ -58,8 +58,9 @@ const char* kUsage =
     "  --no-baselines     skip Halide's autoschedulers\n"
     "  --ptxas=PATH       ptxas for CUDA targets (default: on PATH, or /usr/local/cuda/bin/ptxas)\n"
     "A CUDA target (x86-64-linux-cuda-cuda_capability_80|86) is checked offline: every configuration\n"
-    "of the rule's block and thread knobs is compiled to PTX and assembled by ptxas; what fits (no\n"
-    "spills) is recorded in the database for a run on a GPU. Nothing is timed, and the default stays.\n"
+    "of the rule's block and thread knobs is compiled to PTX and assembled by ptxas; the resources\n"
+    "are recorded in the database for a run on a GPU. Nothing is timed: the default stays unless it\n"
+    "spills, else the spill-free configuration with the fewest registers is kept.\n"
     "  -D NAME=VALUE, -I DIR   as for attnc\n";
 
 int fail(const std::string& msg) {
@@ -328,6 +329,12 @@ int tuneOffline(Tuner& tu, const std::string& input, const std::string& dbPath, 
     if (!mkdtemp(tmpl)) return fail("cannot create a temporary directory");
     const std::string tmp = tmpl;
     int fits = 0;
+    // The configuration kept: the default while it assembles without spills (nothing timed says
+    // another is faster); else the spill-free one with the fewest registers, then the least shared
+    // memory (the most threads an SM can hold).
+    const std::map<std::string, int>* best = nullptr;
+    Resources bestRes;
+    bool defaultFits = false;
     for (const auto& params : configs) {
       Config c;
       c.params = params;
@@ -344,7 +351,11 @@ int tuneOffline(Tuner& tu, const std::string& input, const std::string& dbPath, 
         if (!runPtxas(ptxas, ptx, arch, &r, &why)) result = "failed: " + why;
         else {
           result = "regs=" + std::to_string(r.regs) + " spills=" + std::to_string(r.spills) + " smem=" + std::to_string(r.smem);
-          if (r.spills == 0) ++fits;
+          if (r.spills == 0) {
+            ++fits;
+            defaultFits |= params.empty();
+            if (!best || r.regs < bestRes.regs || (r.regs == bestRes.regs && r.smem < bestRes.smem)) best = &params, bestRes = r;
+          }
         }
       } catch (const H::Error& e) {
         result = "failed: " + attnc::tidy_halide_message(e.what()).substr(0, 200);
@@ -358,10 +369,19 @@ int tuneOffline(Tuner& tu, const std::string& input, const std::string& dbPath, 
     std::system(("rm -rf '" + tmp + "'").c_str());
     entry->params.clear();
     for (const attnc::Knob& kb : knobs) entry->params[kb.name] = kb.dflt;
+    std::string kept = "The schedule stays the default.";
+    if (!defaultFits && best) {
+      for (const auto& [name, value] : *best) entry->params[name] = value;
+      Config c;
+      c.params = *best;
+      kept = "The default spills or fails; kept " + c.str() + " (fewest registers without spills).";
+    } else if (!defaultFits) {
+      kept = "None assembles without spills; the schedule stays the default.";
+    }
     entry->updated = nowIso();
     if (!db.save(dbPath, &err)) return fail(err);
     std::cout << fits << " of " << configs.size() << " configurations assemble without spills; recorded in " << dbPath
-              << " [" << bucket << "] for timing on a GPU. The schedule stays the default.\n";
+              << " [" << bucket << "] for timing on a GPU. " << kept << "\n";
     return 0;
   } catch (const H::Error& e) {
     return fail(attnc::tidy_halide_message(e.what()));

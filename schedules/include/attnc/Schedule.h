@@ -63,14 +63,18 @@ std::vector<Knob> genericKnobs();
 bool genericSchedules(const LoweredFunc& f);
 
 // CUDA targets (schedules/cuda/): the generic rule's choice for one Func (root Funcs as grids of
-// 32 x 8 thread tiles over the two innermost indices, outer indices fused into the third grid
-// dimension, reduction loops inside each thread), and one stage scheduled that way with the
-// given thread tile.
+// thread tiles over the two innermost indices, 32 x 8 unless the knobs `cuda.threads_x/y` say
+// otherwise, outer indices fused into the third grid dimension, reduction loops inside each
+// thread), and one stage scheduled that way with the given thread tile. Other CUDA rules use it
+// for the Funcs outside their pattern and offer cudaGenericKnobs where such a Func has loops.
 std::unique_ptr<ScheduleRule> makeCudaDenseRule();
 std::unique_ptr<ScheduleRule> makeCudaWindowRule();
 std::unique_ptr<ScheduleRule> makeCudaSampleRule();
 std::unique_ptr<ScheduleRule> makeCudaGenericRule();
-void scheduleCudaGenericFunc(LoweredFunc& f, const Halide::Target& t);
+void scheduleCudaGenericFunc(LoweredFunc& f, const Halide::Target& t, const ScheduleParams& params = {});
+std::vector<Knob> cudaGenericKnobs();
+// Whether scheduleCudaGenericFunc gives `f` kernels of its own (else it is inlined).
+bool cudaGenericSchedules(const LoweredFunc& f);
 void scheduleCudaStage(Halide::Stage st, const LoweredFunc& f, int tileX, int tileY);
 
 // Every rule, best first.
