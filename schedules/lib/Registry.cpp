@@ -31,10 +31,15 @@ const std::vector<std::unique_ptr<ScheduleRule>>& scheduleRules() {
 
 // Checks on input values (`require` over tables) are scalars computed once per call: whatever
 // the rule did, they and the reductions they use are computed at root, never inlined into the
-// outputs (which would redo them per element).
+// outputs (which would redo them per element). Funcs read by reduction predicates can only be
+// computed at root.
 static void scheduleChecks(LoweredKernel& k) {
   for (LoweredFunc& f : k.funcs)
     if (f.role == FuncRole::Check || f.definition == "kernel") f.func.compute_root();
+}
+static void schedulePredicateInputs(LoweredKernel& k) {
+  for (LoweredFunc& f : k.funcs)
+    if (f.predicateInput) f.func.compute_root();
 }
 
 std::string ScheduleParams::str() const {
@@ -90,6 +95,7 @@ std::string applySchedule(LoweredKernel& k, const Halide::Target& t, const std::
   const ScheduleRule* r = selectRule(k, t, choice);
   if (!r) {
     if (!params.empty()) throw std::runtime_error("schedule parameters (" + params.str() + ") need a schedule, not 'none'");
+    schedulePredicateInputs(k);
     return "none";
   }
   // A knob the rule does not read would be ignored silently: refuse it, naming the ones it has.
@@ -107,6 +113,7 @@ std::string applySchedule(LoweredKernel& k, const Halide::Target& t, const std::
   }
   r->apply(k, t, params);
   scheduleChecks(k);
+  schedulePredicateInputs(k);
   return r->name();
 }
 

@@ -62,6 +62,9 @@ struct LoweredFunc {
   // chain of fully visible tiles (`<o>__tmax_full`, ...: no mask test, every slot a key).
   int onlineStage = 0;
   bool onlineFull = false;
+  // Read by a reduction domain's predicate (an online softmax's `<o>__tcount`): Halide has no
+  // loop level inside a predicate to compute it at, so every schedule computes it at root.
+  bool predicateInput = false;
   bool isOutput = false;
   // Names of the kernel inputs and Funcs it reads, so rules can find producers and consumers.
   std::vector<std::string> reads;

@@ -654,7 +654,72 @@ private:
       return std::make_pair(vis, exact && vis.defined() ? full : H::Expr());
     };
     if (entries && qpos >= 0) std::tie(visible, fully) = tilePreds(H::Expr(0));
-    const bool grouped = visible.defined(), split = fully.defined();
+    const bool grouped = visible.defined();
+
+    // Conjuncts of the mask that do not depend on the query row (a key padding mask,
+    // `mask(b, j) == 0`) are counted per key tile, `<o>__tcount`(other rows, t): the keys of
+    // tile t that they let through. A tile with none is skipped for every row, whatever the
+    // data; when the mask is nothing but such conjuncts, a tile with all T is fully visible and
+    // goes to the chain without the mask test.
+    LoweredFunc tcount;
+    bool keyOnly = false;
+    if (sy.getValues().size() == 2) {
+      Value keyArg = sb.getArgument(keyPos), qArg = qpos >= 0 ? Value(sb.getArgument(qpos)) : Value();
+      SmallVector<Value> leaves, keyLeaves;
+      andLeaves(sy.getValues()[1], leaves);
+      keyOnly = true;
+      for (Value l : leaves) {
+        bool rowFree = !qArg || !dependsOn(l, qArg);
+        keyOnly &= rowFree;
+        if (rowFree && dependsOn(l, keyArg)) keyLeaves.push_back(l);
+      }
+      if (keyLeaves.empty()) keyOnly = false;
+      else {
+        tcount = part("tcount", FuncRole::Reduction);
+        tcount.definition = tcount.name; // scheduled as any reduction, not with the tiles
+        tcount.predicateInput = true;
+        std::vector<H::Var> kvars;
+        std::vector<std::string> knames;
+        for (size_t k = 0; k < rowVars.size(); ++k)
+          if (qpos < 0 || k + 1 != rowVars.size()) kvars.push_back(rowVars[k]), knames.push_back(rowNames[k]);
+        tcount.vars = kvars, tcount.varNames = knames;
+        tcount.vars.push_back(kt), tcount.varNames.push_back(tileName);
+        std::vector<H::Internal::ReductionVariable> rv{{tcount.name + "$" + keyName, H::Expr(0), H::Expr(T)}};
+        H::RDom r{H::Internal::ReductionDomain(rv)};
+        H::Expr base = H::max(H::min(H::Expr(kt) * T, Nk - T), 0);
+        Env cenv;
+        for (size_t k = 0; k < svars.size(); ++k)
+          cenv[sb.getArgument(k)] = (int)k == (int)keyPos ? base + H::min(r.x, Nk - 1) : (int)k == qpos ? H::Expr(0) : H::Expr(svars[k]);
+        reads_ = &tcount.reads;
+        H::Expr cond = r.x >= H::Expr(kt) * T - base && r.x < Nk;
+        for (Value l : keyLeaves) cond = cond && eval(l, cenv);
+        reads_ = nullptr;
+        std::vector<H::Expr> targs = reversed(toExprs(tcount.vars));
+        tcount.func(targs) = 0;
+        tcount.func(targs) += H::select(cond, 1, 0);
+        tcount.rvars = {r[0]}, tcount.rvarNames = {keyName}, tcount.reduceKind = "sum";
+      }
+    }
+    // The tile predicates of the state updates: affine bounds per group, then the key count.
+    auto rowsNoQuery = [&](H::Expr t) {
+      std::vector<H::Expr> c;
+      for (size_t k = 0; k < rowVars.size(); ++k)
+        if (qpos < 0 || k + 1 != rowVars.size()) c.push_back(rowVars[k]);
+      c.push_back(t);
+      return reversed(c);
+    };
+    auto allPreds = [&](H::Expr t) {
+      H::Expr vis, full;
+      if (grouped) std::tie(vis, full) = tilePreds(t);
+      if (tcount.func.defined()) {
+        H::Expr n = tcount.func(rowsNoQuery(t));
+        vis = vis.defined() ? vis && n > 0 : n > 0;
+        if (keyOnly && !full.defined()) full = t < Nk / T && n == T;
+      }
+      return std::make_pair(vis, full);
+    };
+    std::tie(visible, fully) = allPreds(H::Expr(0));
+    const bool split = fully.defined();
 
     LoweredFunc state = part("state", FuncRole::OnlineState);
     // The state's indices: the result's, with the query row as (group, row in group) when grouped.
@@ -697,10 +762,10 @@ private:
     for (Chain& c : chains) {
       std::vector<H::Internal::ReductionVariable> rtv{{state.name + "$" + tileName + (c.score.onlineFull ? "_full" : ""), H::Expr(0), (Nk + T - 1) / T}};
       H::RDom rt{H::Internal::ReductionDomain(rtv)};
-      if (grouped) {
-        auto [vis, full] = tilePreds(rt);
+      if (visible.defined()) {
+        auto [vis, full] = allPreds(rt);
         rt.where(!split ? vis : c.score.onlineFull ? full : vis && !full);
-        state.maskBounded = true;
+        state.maskBounded = grouped;
       }
       H::Expr mo = state.func(stArgs)[0], l = state.func(stArgs)[1], acc = state.func(stArgs)[2];
       H::Expr mt = c.tmax.func(stateRows(rt)), ge = mo >= mt;
@@ -730,8 +795,36 @@ private:
     funcNames_[op.getResult()] = name;
     for (Chain& c : chains)
       for (LoweredFunc* f : {&c.score, &c.tmax, &c.texp, &c.tsum, &c.tpv}) addFunc(std::move(*f));
+    if (tcount.func.defined()) addFunc(std::move(tcount));
     addFunc(std::move(state));
     addFunc(std::move(out));
+  }
+
+  // The leaves of an `&&` tree of i1 values.
+  static void andLeaves(Value v, SmallVectorImpl<Value>& out) {
+    if (auto a = v.getDefiningOp<arith::AndIOp>(); a && a.getType().isInteger(1)) {
+      andLeaves(a.getLhs(), out);
+      andLeaves(a.getRhs(), out);
+      return;
+    }
+    out.push_back(v);
+  }
+  // Whether `v` is computed from `arg` (through its operands and the regions of nested ops).
+  static bool dependsOn(Value v, Value arg) {
+    llvm::DenseSet<Value> seen;
+    std::function<bool(Value)> dep = [&](Value x) -> bool {
+      if (x == arg) return true;
+      if (!seen.insert(x).second) return false;
+      Operation* d = x.getDefiningOp();
+      if (!d) return false;
+      bool found = false;
+      d->walk([&](Operation* op) {
+        for (Value o : op->getOperands())
+          if (!found && (o == arg || (o.getDefiningOp() ? !d->isAncestor(o.getDefiningOp()) && dep(o) : false))) found = true;
+      });
+      return found;
+    };
+    return dep(v);
   }
 
   static H::Expr initValue(StringRef kind, H::Type t) {
