@@ -40,8 +40,11 @@ def rows(data):
             continue
         rate = f"{k['gbs']:.2f} GB/s" if c["bound"] == "memory" else f"{k['gflops']:.2f} GFLOP/s"
         other = [f"{i['name']} {speedup(c, i)}" for i in c["impls"] if i["kind"] in ("schedule", "cpp") and i["median_s"]]
-        if c.get("vs_noncausal"):
-            other.append(f"time / sdpa's: {c['vs_noncausal']:.2f}")
+        if c.get("vs_unmasked"):
+            other.append(f"time / {c['unmasked']}'s (no mask, in turns): {c['vs_unmasked']:.2f}")
+        for t in c.get("tiles", []):
+            if t["visited"] < t["total"]:
+                other.append(f"key tiles visited: {100 * t['visited'] / t['total']:.1f}%")
         diffs = [i["max_abs_diff"] for i in c["impls"] if i["max_abs_diff"] is not None]
         row = [c["variant"], c["shape"], f"{k['median_s'] * 1e3:.3f}", rate,
                f"{k['pct_peak']:.1f}%" if k["pct_peak"] is not None else "-",

@@ -127,6 +127,13 @@ void scheduleGroup(LoweredKernel& k, OnlinePattern& g, const H::Target& t, const
       if (std::find(O.varNames.begin(), O.varNames.end(), n) == O.varNames.end()) (groupName.empty() ? groupName : laneName) = n;
   const std::string rowName = S.onlineGrouped ? laneName : g.queryVar;
   if (!g.valueVar.empty()) S.func.vectorize(varNamed(S, g.valueVar), vec, H::TailStrategy::GuardWithIf);
+  // Under key ranges, the tile loops are trimmed only if the state's update is the sole `if`
+  // around its reads of the tile Funcs: a GuardWithIf on the value index wraps it in one more,
+  // and Halide then computes every tile Func for every tile (the range test made per store).
+  // So where the value extent is a multiple of the vector, the value loop rounds up instead.
+  H::Expr valueExtent;
+  for (auto& [n, e] : S.onlineExtents)
+    if (n == g.valueVar) valueExtent = e;
   for (int s = 0; s < S.func.num_update_definitions(); ++s) {
     H::Stage su = S.func.update(s);
     std::vector<H::VarOrRVar> sorder;
@@ -135,6 +142,10 @@ void scheduleGroup(LoweredKernel& k, OnlinePattern& g, const H::Target& t, const
     sorder.push_back(varNamed(S, rowName));
     sorder.push_back(S.rvars[s]);
     if (!groupName.empty()) sorder.push_back(varNamed(S, groupName));
+    if (S.onlineKeyRanged && valueExtent.defined()) {
+      H::Stage whole = su.specialize(valueExtent % vec == 0);
+      whole.reorder(sorder).vectorize(varNamed(S, g.valueVar), vec, H::TailStrategy::RoundUp);
+    }
     su.reorder(sorder);
     if (!g.valueVar.empty()) su.vectorize(varNamed(S, g.valueVar), vec, H::TailStrategy::GuardWithIf);
   }
@@ -162,12 +173,15 @@ void scheduleGroup(LoweredKernel& k, OnlinePattern& g, const H::Target& t, const
     // Tile buffers: allocated once per task, except the fully visible chain's, which Halide may
     // drop from a specialisation (N < tile) and then cannot hoist; grouped, a tile has the rows
     // of one group, so those buffers have a constant size (stack, not heap).
+    // Under key ranges (a padding mask), Halide trims a tile loop to the tiles in range only
+    // where nothing computed in it outlives an iteration: the buffers stay in the loop, sized by
+    // the task's rows so that they are constant (on the stack).
     auto place = [&](H::Func f, const std::vector<H::Var>& fvars) {
       f.compute_at(tile);
-      if (!c.full) f.hoist_storage(hoist);
-      if (S.onlineGrouped)
-        for (const H::Var& a : fvars)
-          if (a.name() == g.queryVar) f.bound_storage(a, kOnlineQueryGroup);
+      if (!c.full && !S.onlineKeyRanged) f.hoist_storage(hoist);
+      for (const H::Var& a : fvars)
+        if (a.name() == g.queryVar && (S.onlineGrouped || S.onlineKeyRanged))
+          f.bound_storage(a, S.onlineGrouped ? kOnlineQueryGroup : prm.queryTile);
     };
     // Scores: rows x T keys per step, the keys as one T-wide vector (T/vec registers per row).
     for (LoweredFunc* C : chainContractions[&c]) {

@@ -46,7 +46,7 @@ void usage(FILE* f) {
                "entries (default: all):",
                ATTN_BENCH_PYTHON);
   for (const Variant& v : variants()) std::fprintf(f, " %s", v.name);
-  std::fprintf(f, "\n(causal_attention's time over sdpa's at the same shape needs both entries in the run)\n");
+  std::fprintf(f, "\n");
 }
 
 std::string cpuModel() {
@@ -145,13 +145,6 @@ int main(int argc, char** argv) {
   for (const Variant& v : variants())
     if (selected.empty() || std::find(selected.begin(), selected.end(), v.name) != selected.end()) v.run(o, &results);
 
-  // Causal attention's time over SDPA's at the same shape: what the mask saves (0.5 would be all of it).
-  for (CaseResult& c : results) {
-    if (c.variant != "causal_attention" || !c.agree) continue;
-    for (const CaseResult& s : results)
-      if (s.variant == "sdpa" && s.shape == c.shape && s.agree && s.impls[0].runs > 0 && c.impls[0].runs > 0)
-        c.vsNonCausal = c.impls[0].seconds / s.impls[0].seconds;
-  }
   info.options = o;
   info.loadEnd = loadAverage();
   printSummary(results, info);

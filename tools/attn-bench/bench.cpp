@@ -222,6 +222,20 @@ CaseResult runCase(Case& c, const Options& o) {
     runners.push_back(std::move(rn));
   }
   for (auto& [name, k] : c.schedules) addKernel("attnc (" + name + ")", "schedule", k, all);
+  if (c.unmasked) {
+    Runner rn;
+    rn.res = {"attnc (" + c.unmaskedName + ", no mask)", "unmasked", all};
+    rn.out.assign(outN, NAN);
+    const size_t at = runners.size();
+    const attnc::KernelDesc* k = c.unmasked;
+    rn.run = [&, at, k] {
+      Runner& self = runners[at];
+      std::vector<attnc::TensorView> part(ins.begin(), ins.begin() + std::min(c.unmaskedInputs, ins.size()));
+      attnc::Status st = attnc::call(*k, part, {attnc::TensorView::f32(self.out.data(), c.outShape)});
+      if (!st.ok() && self.res.note.empty()) self.res.note = "call failed: " + st.message();
+    };
+    runners.push_back(std::move(rn));
+  }
   for (auto& [name, fn] : c.cpp) addCpp(name, "cpp", fn);
   if (o.torch) {
     Runner rn;
@@ -267,7 +281,7 @@ CaseResult runCase(Case& c, const Options& o) {
   r.tolerance = kRelTolerance * std::max(1.0, refMax);
   std::printf("   max|diff| vs the naive C++ reference (tolerance %.1e):", r.tolerance);
   for (Runner& rn : runners) {
-    if (rn.res.kind == "reference" || rn.out.empty()) continue;
+    if (rn.res.kind == "reference" || rn.res.kind == "unmasked" || rn.out.empty()) continue;
     rn.res.maxDiff = maxAbsDiff(rn.out, ref);
     const bool ok = rn.res.maxDiff <= r.tolerance;
     r.agree &= ok;
@@ -283,17 +297,24 @@ CaseResult runCase(Case& c, const Options& o) {
     return r;
   }
 
+  if (!c.tileSource.empty()) countTiles(c, &r);
+
   // Timing. The attnc kernels (the default schedule and the other schedules of the same algorithm)
   // take turns, one run each per round, so that a change of the machine's load during the case
   // weighs on all of them alike and their ratios compare like with like; then the baselines.
   std::vector<Runner*> turns;
   for (Runner& rn : runners)
-    if (rn.run && rn.res.maxDiff >= 0 && (rn.res.kind == "attnc" || rn.res.kind == "schedule")) turns.push_back(&rn);
+    if (rn.run && ((rn.res.maxDiff >= 0 && (rn.res.kind == "attnc" || rn.res.kind == "schedule")) ||
+                   (rn.res.kind == "unmasked" && rn.res.note.empty())))
+      turns.push_back(&rn);
   timeInTurns(turns, o);
   for (Runner& rn : runners)
     if (rn.run && (rn.res.maxDiff >= 0 || rn.res.kind == "reference") && std::find(turns.begin(), turns.end(), &rn) == turns.end())
       timeRunner(rn, o);
   const double base = runners[0].res.seconds;
+  r.unmaskedName = c.unmaskedName;
+  for (Runner& rn : runners)
+    if (rn.res.kind == "unmasked" && rn.res.runs > 0 && base > 0) r.vsUnmasked = base / rn.res.seconds;
   std::printf("   %-34s %5s %11s %5s %9s %7s %8s %8s\n", "implementation", "thr", "median ms", "runs", "GFLOP/s", "%peak",
               "GB/s", "t/t_auto");
   for (Runner& rn : runners) {
@@ -304,10 +325,21 @@ CaseResult runCase(Case& c, const Options& o) {
       continue;
     }
     const double gf = c.flops / x.seconds * 1e-9, gb = c.bytes / x.seconds * 1e-9;
+    if (x.kind == "unmasked") { // it does other work: the case's FLOP count is not its own
+      std::printf("   %-34s %5s %11.3f %5d %9s %7s %8s %8.2f\n", x.name.c_str(), x.threads.c_str(), x.seconds * 1e3, x.runs,
+                  "-", "-", "-", x.seconds / base);
+      continue;
+    }
     std::printf("   %-34s %5s %11.3f %5d %9s %6.1f%% %8s %8.2f\n", x.name.c_str(), x.threads.c_str(), x.seconds * 1e3,
                 x.runs, rateText(gf).c_str(), o.peakGflops > 0 ? 100 * gf / o.peakGflops : 0.0, rateText(gb).c_str(),
                 x.seconds / base);
   }
+  if (r.vsUnmasked > 0) std::printf("   time / %s's (no mask, timed in turns): %.2f\n", c.unmaskedName.c_str(), r.vsUnmasked);
+  for (const TileCount& t : r.tiles)
+    std::printf("   %s: key tiles visited %lld of %lld (%.1f%%), %lld with the mask test (blocks of %d query row%s x %d keys)\n",
+                t.output.c_str(), (long long)t.visited, (long long)t.total, t.total ? 100.0 * t.visited / t.total : 0.0,
+                (long long)t.maskTested, t.rowsPerBlock, t.rowsPerBlock == 1 ? "" : "s", t.tile);
+  if (!r.tileError.empty()) std::printf("   key tiles not counted: %s\n", r.tileError.c_str());
   for (const std::string& n : c.notes) std::printf("   note: %s\n", n.c_str());
   std::printf("\n");
   std::fflush(stdout);

@@ -52,6 +52,15 @@ struct Case {
   const attnc::KernelDesc* unscheduled = nullptr; // SCHEDULE none; null where it would take too long
   std::string unscheduledNote; // why SCHEDULE none is not timed at this shape
   std::vector<std::pair<std::string, const attnc::KernelDesc*>> schedules; // further named schedules
+  // The same attention without the mask (sdpa for causal_attention), on the first
+  // `unmaskedInputs` inputs: timed in turns with the kernel, never compared with the reference,
+  // so the time the mask saves is measured under the same load.
+  const attnc::KernelDesc* unmasked = nullptr;
+  std::string unmaskedName;
+  size_t unmaskedInputs = 0;
+  // The variant's source and kernel: where set, the online softmax's visited key tiles are
+  // counted at these inputs (tiles.cpp), from the same predicates the compiled kernel runs.
+  std::string tileSource, tileKernel;
   // The naive reference of tests/reference, instantiated for float, single-threaded as written.
   std::function<std::vector<float>()> reference;
   // Further plain C++ baselines (single-threaded), e.g. PyTorch's formulation without PyTorch.
@@ -72,6 +81,13 @@ struct ImplResult {
   std::string note;
 };
 
+// One online softmax's (row block, key tile) pairs at the case's inputs (attnc::countTileVisits).
+struct TileCount {
+  std::string output;
+  int tile = 0, rowsPerBlock = 1;
+  int64_t visited = 0, maskTested = 0, total = 0;
+};
+
 struct CaseResult {
   std::string variant, shape, flopFormula;
   bool memoryBound = false;
@@ -81,12 +97,18 @@ struct CaseResult {
   std::vector<ImplResult> impls; // impls[0] is the kernel under test
   std::vector<std::string> notes;
   double loadBefore = 0, loadAfter = 0; // 1-minute load average around the case
-  double vsNonCausal = 0;               // causal_attention: its time / sdpa's at the same shape (0: unknown)
+  std::string unmaskedName;             // Case::unmaskedName
+  double vsUnmasked = 0;                // t(kernel) / t(unmasked kernel), timed in turns (0: not measured)
+  std::vector<TileCount> tiles;         // Case::tileSource's online softmaxes
+  std::string tileError;                // why they could not be counted
 };
 
 // Checks every implementation against the reference, then (if they all agree) times them; prints
 // the case's lines on stdout as it goes.
 CaseResult runCase(Case& c, const Options& o);
+
+// Counts c.tileSource's visited key tiles at c's inputs into r (tiles.cpp); false with r->tileError.
+bool countTiles(Case& c, CaseResult* r);
 
 // The 1-minute load average (/proc/loadavg), -1 where unknown.
 double loadAverage();

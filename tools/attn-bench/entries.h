@@ -15,6 +15,7 @@ struct Variant {
 // entries_dense.cpp
 void benchSdpa(const Options& o, std::vector<CaseResult>* out);
 void benchCausal(const Options& o, std::vector<CaseResult>* out);
+void benchPaddingMask(const Options& o, std::vector<CaseResult>* out);
 void benchMhsa(const Options& o, std::vector<CaseResult>* out);
 // entries_vision.cpp
 void benchMsda(const Options& o, std::vector<CaseResult>* out);
@@ -26,6 +27,7 @@ inline const std::vector<Variant>& variants() {
   static const std::vector<Variant> v = {
       {"sdpa", benchSdpa},
       {"causal_attention", benchCausal},
+      {"padding_mask", benchPaddingMask},
       {"mhsa", benchMhsa},
       {"msda", benchMsda},
       {"ms_deform_attn_core", benchMsDeformAttnCore},

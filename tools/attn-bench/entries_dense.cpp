@@ -6,6 +6,7 @@
 #include "bench_causal_attention_mullapudi2016.attnc.h"
 #include "bench_causal_attention_none.attnc.h"
 #include "bench_mhsa.attnc.h"
+#include "bench_padding_mask.attnc.h"
 #include "bench_sdpa.attnc.h"
 #include "bench_sdpa_adams2019.attnc.h"
 #include "bench_sdpa_mullapudi2016.attnc.h"
@@ -80,6 +81,7 @@ void benchSdpa(const Options& o, std::vector<CaseResult>* out) {
 #endif
     }
     if (s.unscheduled) c.unscheduled = &attnc_kernels::bench_sdpa_none();
+    c.tileSource = "sdpa.attn", c.tileKernel = "sdpa";
     c.reference = [&c, s] {
       return attnc_ref::sdpa<float>(c.inputs[0].fp(), c.inputs[1].fp(), c.inputs[2].fp(), s.B, s.H, s.N, s.N, s.D);
     };
@@ -89,7 +91,8 @@ void benchSdpa(const Options& o, std::vector<CaseResult>* out) {
 
 // Causal attention counts only the unmasked pairs (j <= i: N(N+1)/2 of N^2):
 // 2*B*H*N*(N+1)*D. A kernel that computes the masked scores and throws them away shows up as
-// half of SDPA's GFLOP/s; the summary also gives its time over SDPA's at the same shape.
+// half of SDPA's GFLOP/s. The sdpa kernel runs on the same inputs in turns with it, so the
+// summary's time over SDPA's shares the machine's load, and the visited key tiles are counted.
 void benchCausal(const Options& o, std::vector<CaseResult>* out) {
   for (const AttnShape& s : attnShapes(o)) {
     Case c = attnCase("causal_attention", s, 20);
@@ -104,10 +107,48 @@ void benchCausal(const Options& o, std::vector<CaseResult>* out) {
 #endif
     }
     if (s.unscheduled) c.unscheduled = &attnc_kernels::bench_causal_attention_none();
+    c.unmasked = &attnc_kernels::bench_sdpa(), c.unmaskedName = "sdpa", c.unmaskedInputs = 3;
+    c.tileSource = "causal_attention.attn", c.tileKernel = "causal_attention";
     // The reference computes every score and masks it (as written), so it does SDPA's work.
     c.reference = [&c, s] {
       return attnc_ref::causal_attention<float>(c.inputs[0].fp(), c.inputs[1].fp(), c.inputs[2].fp(), s.B, s.H, s.N,
                                                 s.D);
+    };
+    out->push_back(runCase(c, o));
+  }
+}
+
+// Key padding (nn.MultiheadAttention's key_padding_mask) on a batch of two sequences, one of
+// full length and one of a third of it: 2/3 of the (query, key) pairs are visible, and only those
+// are counted, 4*H*Nq*D*(visible keys summed over the batch). The sdpa kernel runs on the same
+// q, k, v in turns with it (what ignoring the padding would cost), and the visited key tiles are
+// counted.
+void benchPaddingMask(const Options& o, std::vector<CaseResult>* out) {
+  struct Shape {
+    int B, H, N, D;
+  };
+  const std::vector<Shape> shapes = o.quick ? std::vector<Shape>{{2, 1, 48, 16}} : std::vector<Shape>{{2, 8, 1536, 64}, {2, 8, 384, 64}};
+  for (const Shape& s : shapes) {
+    Case c = attnCase("padding_mask", AttnShape{s.B, s.H, s.N, s.D, false}, 40);
+    c.shape += " lengths " + std::to_string(s.N) + "," + std::to_string(s.N / 3);
+    std::vector<int32_t> pad((size_t)s.B * s.N, 0);
+    double visible = 0;
+    for (int b = 0; b < s.B; ++b) {
+      const int len = b % 2 ? s.N / 3 : s.N;
+      for (int j = len; j < s.N; ++j) pad[(size_t)b * s.N + j] = 1;
+      visible += len;
+    }
+    c.inputs.push_back(Tensor::ints({s.B, s.N}, pad));
+    c.bytes += 4.0 * s.B * s.N;
+    c.flopFormula = "4*H*Nq*D*sum_b(len_b)";
+    c.flops = 4.0 * s.H * (double)s.N * s.D * visible;
+    c.kernel = &attnc_kernels::bench_padding_mask();
+    c.unmasked = &attnc_kernels::bench_sdpa(), c.unmaskedName = "sdpa", c.unmaskedInputs = 3;
+    c.tileSource = "padding_mask.attn", c.tileKernel = "padding_mask";
+    c.unscheduledNote = "not timed: unscheduled, the softmax statistics are recomputed per score";
+    c.reference = [&c, s] {
+      return attnc_ref::padding_mask<float>(c.inputs[0].fp(), c.inputs[1].fp(), c.inputs[2].fp(), c.inputs[3].i.data(), s.B,
+                                            s.H, s.N, s.N, s.D);
     };
     out->push_back(runCase(c, o));
   }

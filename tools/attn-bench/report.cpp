@@ -78,11 +78,17 @@ void printSummary(const std::vector<CaseResult>& results, const RunInfo& info) {
     std::string other;
     for (const ImplResult& x : r.impls)
       if ((x.kind == "schedule" || x.kind == "cpp") && x.runs > 0) other += (other.empty() ? "" : ", ") + x.name + " " + ratio(r, &x);
-    if (r.vsNonCausal > 0) {
-      char buf[80];
-      std::snprintf(buf, sizeof buf, "%stime / sdpa's %.2f", other.empty() ? "" : "; ", r.vsNonCausal);
+    if (r.vsUnmasked > 0) {
+      char buf[120];
+      std::snprintf(buf, sizeof buf, "%stime / %s's %.2f", other.empty() ? "" : "; ", r.unmaskedName.c_str(), r.vsUnmasked);
       other += buf;
     }
+    for (const TileCount& t : r.tiles)
+      if (t.visited < t.total) {
+        char buf[80];
+        std::snprintf(buf, sizeof buf, "%skey tiles visited %.1f%%", other.empty() ? "" : "; ", 100.0 * t.visited / t.total);
+        other += buf;
+      }
     if (!r.agree) other = "DISAGREES with the reference: not timed";
     std::printf("%-20s %-30s %-6s %10s %14s %6s %9s %9s", r.variant.c_str(), r.shape.c_str(),
                 r.memoryBound ? "memory" : "compute", ms.c_str(), rate.c_str(), peak.c_str(),
@@ -111,7 +117,15 @@ bool writeJson(const std::string& path, const std::vector<CaseResult>& results, 
       << ", \"bytes\": " << jsonNumber(r.bytes) << ", \"tolerance\": " << jsonNumber(r.tolerance)
       << ", \"agree\": " << (r.agree ? "true" : "false") << ", \"load_before\": " << jsonNumber(r.loadBefore)
       << ", \"load_after\": " << jsonNumber(r.loadAfter)
-      << ", \"vs_noncausal\": " << (r.vsNonCausal > 0 ? jsonNumber(r.vsNonCausal) : "null") << ",\n     \"notes\": [";
+      << ", \"unmasked\": " << (r.unmaskedName.empty() ? "null" : jsonString(r.unmaskedName))
+      << ", \"vs_unmasked\": " << (r.vsUnmasked > 0 ? jsonNumber(r.vsUnmasked) : "null") << ",\n     \"tiles\": [";
+    for (size_t i = 0; i < r.tiles.size(); ++i) {
+      const TileCount& t = r.tiles[i];
+      j << (i ? ", " : "") << "{\"output\": " << jsonString(t.output) << ", \"tile\": " << t.tile
+        << ", \"rows_per_block\": " << t.rowsPerBlock << ", \"visited\": " << t.visited
+        << ", \"mask_tested\": " << t.maskTested << ", \"total\": " << t.total << "}";
+    }
+    j << "], \"tile_error\": " << (r.tileError.empty() ? "null" : jsonString(r.tileError)) << ",\n     \"notes\": [";
     for (size_t i = 0; i < r.notes.size(); ++i) j << (i ? ", " : "") << jsonString(r.notes[i]);
     j << "],\n     \"impls\": [";
     const double base = r.impls.empty() ? 0 : r.impls[0].seconds;

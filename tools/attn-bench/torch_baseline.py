@@ -24,6 +24,12 @@ def causal_attention(q, k, v):
     return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
+def padding_mask(q, k, v, key_padding_mask):
+    # nn.MultiheadAttention's key_padding_mask (True: padded) as SDPA's boolean mask (True: attend).
+    keep = (key_padding_mask == 0)[:, None, None, :]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+
+
 def mhsa(x, w_qkv, b_qkv, w_o, b_o):
     # timm's Attention: fused qkv linear, heads, SDPA, projection.
     B, N, C = x.shape
@@ -128,7 +134,7 @@ def dat_attn(x, w_q, b_q, w_dw, b_dw, ln_g, ln_b, w_off, w_k, b_k, w_v, b_v, rpe
     return F.conv2d(out, w_o[:, :, None, None], b_o).permute(0, 2, 3, 1)
 
 
-ENTRIES = {f.__name__: f for f in (sdpa, causal_attention, mhsa, msda, ms_deform_attn_core, deform_attn, dat_attn)}
+ENTRIES = {f.__name__: f for f in (sdpa, causal_attention, padding_mask, mhsa, msda, ms_deform_attn_core, deform_attn, dat_attn)}
 
 
 def main():

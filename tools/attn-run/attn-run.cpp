@@ -32,6 +32,8 @@ const char* kUsage =
     "  --online-softmax=M  on (default) or off: fuse softmax and the weighted sum over its axis\n"
     "  --online-tile=N   keys per tile of the online softmax (default 128, or the key count rounded\n"
     "                 up to 16 when the inputs have fewer)\n"
+    "  --tile-stats   also print, per online softmax, how many (row block, key tile) pairs the kernel\n"
+    "                 visits at these inputs and how many of those test the mask\n"
     "  --reference    evaluate with the fp64 reference interpreter instead of Halide (outputs are\n"
     "                 written as float32/int32 like the compiled ones; --target and --schedule are\n"
     "                 ignored)\n"
@@ -203,7 +205,7 @@ int main(int argc, char** argv) {
   std::vector<std::pair<std::string, std::string>> ins, outs;
   attnc::dsl::FrontEndOptions feOpts;
   attnc::dsl::SemaOptions& sema = feOpts.sema;
-  bool reference = false;
+  bool reference = false, tileStats = false;
   attnc::PipelineOptions passOpts;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -241,6 +243,8 @@ int main(int argc, char** argv) {
       passOpts.onlineTile = v;
     } else if (a == "--reference") {
       reference = true;
+    } else if (a == "--tile-stats") {
+      tileStats = true;
     } else if (a.rfind("-I", 0) == 0) {
       std::string dir = a == "-I" ? next() : a.substr(2);
       if (dir.empty()) return fail("-I needs a directory");
@@ -360,6 +364,10 @@ int main(int argc, char** argv) {
         std::cout << " -> " << it->second;
       }
       std::cout << "\n";
+    }
+    if (tileStats) {
+      for (const attnc::TileVisitCount& c : attnc::countTileVisits(lk)) std::cout << "tiles " << attnc::describeTileVisits(c) << "\n";
+      if (lk.tileVisits.empty()) std::cout << "tiles: none (no online softmax in " << lk.name << ")\n";
     }
     std::cerr << "schedule: " << applied << "\n";
     return 0;

@@ -58,6 +58,12 @@ struct LoweredFunc {
   // OnlineState under mask bounds: indexed by (query group, row in group) in place of the query
   // row, with one update per chain of tile Funcs (rvars[s] is update s's tile index).
   bool onlineGrouped = false;
+  // OnlineState whose tile updates are bounded by data-dependent key ranges (`<o>__tranges`, a
+  // key padding mask): Halide trims those tile loops only where the tile Funcs are allocated
+  // inside them (stores to buffers that outlive an iteration are never no-ops).
+  bool onlineKeyRanged = false;
+  // OnlineState: the extent of each index of the result, by name (the value index's among them).
+  std::vector<std::pair<std::string, Halide::Expr>> onlineExtents;
   // Online tile Funcs (score .. tpv): the state update that reads them, and whether they are the
   // chain of fully visible tiles (`<o>__tmax_full`, ...: no mask test, every slot a key).
   int onlineStage = 0;
@@ -77,6 +83,19 @@ struct KernelParam {
   bool isFloat = true;
 };
 
+// How many (row block, key tile) pairs an online softmax's state visits: the same tile predicates
+// as its updates, evaluated on their own (no tile is computed). A row block is kOnlineQueryGroup
+// query rows under mask bounds (the state's groups), otherwise one row of the softmax.
+struct TileVisits {
+  std::string output; // the online softmax's name (its DSL definition)
+  int tile = 0;       // keys per tile
+  int rowsPerBlock = 1;
+  bool masked = false; // the softmax has a mask; without one no tile tests anything
+  // () -> (visited, visited with the mask test, all pairs), int64. Reads the kernel's inputs (a
+  // key padding mask's tile counts): set their params before realizing it.
+  Halide::Func count;
+};
+
 struct LoweredKernel {
   std::string name;
   std::vector<KernelParam> inputs;
@@ -86,6 +105,8 @@ struct LoweredKernel {
   std::vector<LoweredFunc> funcs; // producers before consumers
   // Conditions on the sizes (attn.require), checked before anything is computed.
   std::vector<std::pair<Halide::Expr, std::string>> requirements;
+  // One per online softmax (attnc::countTileVisits evaluates them); not part of the pipeline.
+  std::vector<TileVisits> tileVisits;
 
   LoweredFunc* find(const std::string& name);
   const LoweredFunc* find(const std::string& name) const;

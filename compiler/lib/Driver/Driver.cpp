@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -90,6 +91,28 @@ attn::KernelOp selectKernel(mlir::ModuleOp m, const std::string& name, std::ostr
   if (all.size() == 1) return all[0];
   err << "error: the file has " << all.size() << " kernels; choose one with --kernel=NAME\n";
   return nullptr;
+}
+
+std::vector<TileVisitCount> countTileVisits(const LoweredKernel& k) {
+  std::vector<TileVisitCount> out;
+  for (const TileVisits& tv : k.tileVisits) {
+    Halide::Buffer<int64_t> v = Halide::Buffer<int64_t>::make_scalar(), m = Halide::Buffer<int64_t>::make_scalar(),
+                            a = Halide::Buffer<int64_t>::make_scalar();
+    Halide::Func f = tv.count;
+    f.realize(Halide::Realization(std::vector<Halide::Buffer<>>{v, m, a}), Halide::get_host_target());
+    out.push_back({tv.output, tv.tile, tv.rowsPerBlock, tv.masked, v(), m(), a()});
+  }
+  return out;
+}
+
+std::string describeTileVisits(const TileVisitCount& c) {
+  std::ostringstream s;
+  s << c.output << ": key tiles visited " << c.visited << " of " << c.total;
+  char pct[32];
+  std::snprintf(pct, sizeof pct, " (%.1f%%)", c.total ? 100.0 * (double)c.visited / (double)c.total : 0.0);
+  s << pct << ", " << c.maskTested << " with the mask test (blocks of " << c.rowsPerBlock
+    << (c.rowsPerBlock == 1 ? " query row" : " query rows") << " x " << c.tile << " keys)";
+  return s.str();
 }
 
 bool sameFile(const std::string& a, const std::string& b) {

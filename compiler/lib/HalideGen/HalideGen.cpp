@@ -9,6 +9,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <limits>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 
@@ -573,11 +574,14 @@ private:
       c.tmax.reads = {c.score.name};
 
       // The exps by slot (the score's indices with the slot at the key's place) and tile, against
-      // the tile's own max (<= 0, so no overflow). A -inf score (masked, or so in the data) gives 0.
+      // the tile's own max (<= 0, so no overflow). A -inf score (masked, or so in the data) gives
+      // exp(-inf) = 0; the max is kept finite so that a tile with every score -inf gives 0, not
+      // NaN. (No select on the score: Halide cannot skip the tile Funcs of a tile that a key range
+      // excludes when a condition reads a Func they compute.)
       c.texp.vars = svars, c.texp.varNames = snames;
       c.texp.vars.push_back(kt), c.texp.varNames.push_back(tileName);
       H::Expr sk = scoreAt(kt, key);
-      c.texp.func(texpArgs(key, kt)) = H::select(sk == lo, 0.0f, H::exp(sk - c.tmax.func(rowsTile(kt))));
+      c.texp.func(texpArgs(key, kt)) = H::exp(sk - H::max(c.tmax.func(rowsTile(kt)), -std::numeric_limits<float>::max()));
       c.texp.reads = {c.score.name, c.tmax.name};
 
       c.tsum.vars = c.tmax.vars, c.tsum.varNames = c.tmax.varNames;
@@ -657,12 +661,19 @@ private:
     const bool grouped = visible.defined();
 
     // Conjuncts of the mask that do not depend on the query row (a key padding mask,
-    // `mask(b, j) == 0`) are counted per key tile, `<o>__tcount`(other rows, t): the keys of
-    // tile t that they let through. A tile with none is skipped for every row, whatever the
-    // data; when the mask is nothing but such conjuncts, a tile with all T is fully visible and
-    // goes to the chain without the mask test.
-    LoweredFunc tcount;
+    // `mask(b, j) == 0`) give, per entry of the other row indices (the batch), the keys they let
+    // through: `<o>__tkeys` = (first, last + 1, count). Tiles outside [first, last] are skipped
+    // by every row, whatever else the mask says. The skip must be a range of tiles, linear in the
+    // tile index (Halide then solves the update's predicate for loop bounds, and the tile Funcs
+    // computed at that loop run only inside them; a data-dependent `if` would skip the state
+    // update but not them). When the mask is nothing but such conjuncts, `<o>__tranges` splits
+    // the tiles into a range of fully visible ones (no mask test) and a range of the others: the
+    // partly visible tiles at either end (the shifted last tile among them), or every visible
+    // tile where the keys have holes or both ends are partly visible.
+    LoweredFunc tkeys, tranges;
     bool keyOnly = false;
+    H::Expr keyLo, keyHi; // [first tile, end tile) holding visible keys
+    std::vector<H::Expr> ranges; // fs, fe, ps, pe
     if (sy.getValues().size() == 2) {
       Value keyArg = sb.getArgument(keyPos), qArg = qpos >= 0 ? Value(sb.getArgument(qpos)) : Value();
       SmallVector<Value> leaves, keyLeaves;
@@ -675,46 +686,68 @@ private:
       }
       if (keyLeaves.empty()) keyOnly = false;
       else {
-        tcount = part("tcount", FuncRole::Reduction);
-        tcount.definition = tcount.name; // scheduled as any reduction, not with the tiles
-        tcount.predicateInput = true;
+        // Indexed by the row indices other than the query that the key conjuncts read.
         std::vector<H::Var> kvars;
         std::vector<std::string> knames;
-        for (size_t k = 0; k < rowVars.size(); ++k)
-          if (qpos < 0 || k + 1 != rowVars.size()) kvars.push_back(rowVars[k]), knames.push_back(rowNames[k]);
-        tcount.vars = kvars, tcount.varNames = knames;
-        tcount.vars.push_back(kt), tcount.varNames.push_back(tileName);
-        std::vector<H::Internal::ReductionVariable> rv{{tcount.name + "$" + keyName, H::Expr(0), H::Expr(T)}};
+        for (size_t k = 0; k < rowVars.size(); ++k) {
+          if (qpos >= 0 && k + 1 == rowVars.size()) continue;
+          Value arg = sb.getArgument(k < keyPos ? k : k + 1);
+          if (llvm::any_of(keyLeaves, [&](Value l) { return dependsOn(l, arg); })) kvars.push_back(rowVars[k]), knames.push_back(rowNames[k]);
+        }
+        auto keyFunc = [&](const std::string& suffix) {
+          LoweredFunc f = part(suffix, FuncRole::Reduction);
+          f.definition = f.name; // scheduled as any reduction, not with the tiles
+          f.predicateInput = true;
+          f.vars = kvars, f.varNames = knames;
+          return f;
+        };
+        tkeys = keyFunc("tkeys");
+        std::vector<H::Internal::ReductionVariable> rv{{tkeys.name + "$" + keyName, H::Expr(0), Nk}};
         H::RDom r{H::Internal::ReductionDomain(rv)};
-        H::Expr base = H::max(H::min(H::Expr(kt) * T, Nk - T), 0);
         Env cenv;
         for (size_t k = 0; k < svars.size(); ++k)
-          cenv[sb.getArgument(k)] = (int)k == (int)keyPos ? base + H::min(r.x, Nk - 1) : (int)k == qpos ? H::Expr(0) : H::Expr(svars[k]);
-        reads_ = &tcount.reads;
-        H::Expr cond = r.x >= H::Expr(kt) * T - base && r.x < Nk;
-        for (Value l : keyLeaves) cond = cond && eval(l, cenv);
+          cenv[sb.getArgument(k)] = (int)k == (int)keyPos ? H::Expr(r.x) : (int)k == qpos ? H::Expr(0) : H::Expr(svars[k]);
+        reads_ = &tkeys.reads;
+        H::Expr cond;
+        for (Value l : keyLeaves) cond = cond.defined() ? cond && eval(l, cenv) : eval(l, cenv);
         reads_ = nullptr;
-        std::vector<H::Expr> targs = reversed(toExprs(tcount.vars));
-        tcount.func(targs) = 0;
-        tcount.func(targs) += H::select(cond, 1, 0);
-        tcount.rvars = {r[0]}, tcount.rvarNames = {keyName}, tcount.reduceKind = "sum";
+        std::vector<H::Expr> kargs = reversed(toExprs(kvars));
+        tkeys.func(kargs) = H::Tuple(Nk, 0, 0);
+        tkeys.func(kargs) = H::Tuple(H::select(cond, H::min(tkeys.func(kargs)[0], r.x), tkeys.func(kargs)[0]),
+                                     H::select(cond, H::max(tkeys.func(kargs)[1], r.x + 1), tkeys.func(kargs)[1]),
+                                     tkeys.func(kargs)[2] + H::select(cond, 1, 0));
+        tkeys.rvars = {r[0]}, tkeys.rvarNames = {keyName};
+        H::Expr lo = tkeys.func(kargs)[0], hi = tkeys.func(kargs)[1], n = tkeys.func(kargs)[2];
+        H::Expr loT = lo / T, loC = (lo + T - 1) / T, hiC = (hi + T - 1) / T;
+        if (keyOnly && !grouped) {
+          // Full tiles [loC, fullEnd) (the shifted last tile, t = Nk / T, is never full); a partly
+          // visible first tile when lo is not a multiple of T; partly visible tiles [fullEnd, hiC)
+          // at the end. Both ends partly visible, or holes: one masked range over them all.
+          tranges = keyFunc("tranges");
+          tranges.role = FuncRole::Define;
+          H::Expr fullEnd = H::max(H::min(hi / T, Nk / T), loC), dense = n == hi - lo && n > 0;
+          H::Expr head = lo % T != 0, tail = fullEnd < hiC;
+          H::Expr z(0);
+          H::Expr fs = H::select(!dense || (head && tail), z, loC), fe = H::select(!dense || (head && tail), z, fullEnd);
+          // (With no visible key, lo = Nk and hi = 0: [loT, hiC) is empty, and so is the full range.)
+          H::Expr ps = H::select(dense && !head, fullEnd, loT), pe = H::select(dense && head && !tail, loC, hiC);
+          tranges.func(kargs) = H::Tuple(fs, fe, ps, pe);
+          for (int c = 0; c < 4; ++c) ranges.push_back(tranges.func(kargs)[c]);
+        } else {
+          keyLo = loT, keyHi = hiC; // empty without a visible key (lo = Nk, hi = 0)
+        }
       }
     }
-    // The tile predicates of the state updates: affine bounds per group, then the key count.
-    auto rowsNoQuery = [&](H::Expr t) {
-      std::vector<H::Expr> c;
-      for (size_t k = 0; k < rowVars.size(); ++k)
-        if (qpos < 0 || k + 1 != rowVars.size()) c.push_back(rowVars[k]);
-      c.push_back(t);
-      return reversed(c);
-    };
+    // The tile predicates of the state updates: affine bounds per group, then the key ranges.
     auto allPreds = [&](H::Expr t) {
       H::Expr vis, full;
       if (grouped) std::tie(vis, full) = tilePreds(t);
-      if (tcount.func.defined()) {
-        H::Expr n = tcount.func(rowsNoQuery(t));
-        vis = vis.defined() ? vis && n > 0 : n > 0;
-        if (keyOnly && !full.defined()) full = t < Nk / T && n == T;
+      if (!ranges.empty()) {
+        vis = t >= ranges[2] && t < ranges[3];
+        full = t >= ranges[0] && t < ranges[1];
+      } else if (keyLo.defined()) {
+        H::Expr inKeys = t >= keyLo && t < keyHi;
+        vis = vis.defined() ? vis && inKeys : inKeys;
       }
       return std::make_pair(vis, full);
     };
@@ -764,20 +797,68 @@ private:
       H::RDom rt{H::Internal::ReductionDomain(rtv)};
       if (visible.defined()) {
         auto [vis, full] = allPreds(rt);
-        rt.where(!split ? vis : c.score.onlineFull ? full : vis && !full);
+        // (Key ranges are disjoint already: `vis && !full` would be a union that Halide cannot
+        // solve for loop bounds.)
+        rt.where(!split ? vis : c.score.onlineFull ? full : ranges.empty() ? vis && !full : vis);
         state.maskBounded = grouped;
       }
       H::Expr mo = state.func(stArgs)[0], l = state.func(stArgs)[1], acc = state.func(stArgs)[2];
-      H::Expr mt = c.tmax.func(stateRows(rt)), ge = mo >= mt;
-      // One exp per step: exp(-|old - tile max|) rescales whichever of the two is smaller. A tile
-      // with every key masked (max -inf) adds nothing (and -inf - -inf must not make a NaN).
-      H::Expr cf = H::select(mt == lo, 0.0f, H::exp(-H::abs(mo - mt)));
-      H::Expr a = H::select(ge, 1.0f, cf), b = H::select(ge, cf, 1.0f);
+      H::Expr mt = c.tmax.func(stateRows(rt));
+      // One exp per step: exp(-|old - tile max|) rescales whichever of the two is smaller. Maxes
+      // are kept finite so that -inf - -inf (nothing seen yet, a tile with every key masked)
+      // makes no NaN: such a tile's sum and values are 0, so either weight adds nothing. The
+      // weights blend by a 0/1 factor, not a select: a select whose condition reads the tile's
+      // max would stop Halide from skipping the tile Funcs of tiles a key range excludes.
+      const H::Expr fin = -std::numeric_limits<float>::max();
+      H::Expr mof = H::max(mo, fin), mtf = H::max(mt, fin);
+      H::Expr cf = H::exp(-H::abs(mof - mtf)), g = H::cast<float>(mof >= mtf);
+      H::Expr a = g + (1.0f - g) * cf, b = g * cf + (1.0f - g);
       state.func(stArgs) = H::Tuple(H::max(mo, mt), l * a + c.tsum.func(stateRows(rt)) * b, acc * a + c.tpv.func(stateIndices(rt)) * b);
       state.rvars.push_back(rt[0]), state.rvarNames.push_back(tileName);
       for (const std::string& n : {c.tmax.name, c.tsum.name, c.tpv.name}) state.reads.push_back(n);
     }
     state.keyCount = Nk, state.onlineTile = T, state.onlineGrouped = grouped;
+    state.onlineKeyRanged = !ranges.empty() || keyLo.defined();
+    for (size_t k = 0; k < vars.size(); ++k) state.onlineExtents.push_back({varNames[k], H::cast<int32_t>(eval(op.getExtents()[k], env))});
+
+    // The pairs of (row block, key tile) the updates above visit, counted by the same predicates
+    // over an RDom of the rows (the query as groups when grouped) and the tiles.
+    {
+      TileVisits tv;
+      tv.output = name, tv.tile = T, tv.rowsPerBlock = grouped ? kOnlineQueryGroup : 1;
+      tv.masked = sy.getValues().size() == 2;
+      tv.count = H::Func(name + "__visits");
+      std::vector<H::Internal::ReductionVariable> rv;
+      std::map<std::string, H::Expr> sub;
+      size_t k = 0;
+      for (int64_t r : rowsMap) {
+        if (r < 0) continue;
+        H::Expr ext = H::cast<int32_t>(eval(op.getExtents()[r], env));
+        if (grouped && r == rq) ext = (ext + kOnlineQueryGroup - 1) / kOnlineQueryGroup;
+        rv.push_back({tv.count.name() + "$" + rowNames[k], H::Expr(0), ext});
+        ++k;
+      }
+      rv.push_back({tv.count.name() + "$" + tileName, H::Expr(0), (Nk + T - 1) / T});
+      H::RDom r{H::Internal::ReductionDomain(rv)};
+      k = 0;
+      for (int64_t ri : rowsMap) {
+        if (ri < 0) continue;
+        sub[(grouped && ri == rq ? H::Var(ig) : rowVars[k]).name()] = r[k];
+        ++k;
+      }
+      auto [vis, full] = allPreds(r[(int)rv.size() - 1]);
+      // (Every term reads the RDom: an update that reads none of its variables has no RDom.)
+      auto one = [&](H::Expr c) {
+        return H::cast<int64_t>(H::select(c.defined() ? H::Internal::substitute(sub, c) : H::Expr(r[0]) >= 0, 1, 0));
+      };
+      H::Expr part = split && ranges.empty() ? vis && !full : vis;
+      H::Expr visited = split ? one(full) + one(part) : one(part);
+      H::Expr tested = !tv.masked ? H::Expr((int64_t)0) : split ? one(part) : visited;
+      H::Expr z((int64_t)0);
+      tv.count() = H::Tuple(z, z, z);
+      tv.count() = H::Tuple(tv.count()[0] + visited, tv.count()[1] + tested, tv.count()[2] + one(H::Expr()));
+      out_.tileVisits.push_back(std::move(tv));
+    }
 
     LoweredFunc out = part("", FuncRole::Online);
     out.vars = vars, out.varNames = varNames;
@@ -795,7 +876,8 @@ private:
     funcNames_[op.getResult()] = name;
     for (Chain& c : chains)
       for (LoweredFunc* f : {&c.score, &c.tmax, &c.texp, &c.tsum, &c.tpv}) addFunc(std::move(*f));
-    if (tcount.func.defined()) addFunc(std::move(tcount));
+    if (tkeys.func.defined()) addFunc(std::move(tkeys));
+    if (tranges.func.defined()) addFunc(std::move(tranges));
     addFunc(std::move(state));
     addFunc(std::move(out));
   }
@@ -1115,6 +1197,26 @@ private:
 
 LoweredKernel lowerToHalide(attn::KernelOp kernel) { return Lowerer().run(kernel); }
 
+namespace {
+// Calls to Tuple-valued Funcs print with their element, `f(x)[1]` (Halide's printer drops it).
+class ShowTupleElements : public H::Internal::IRMutator {
+  using IRMutator::visit;
+  H::Expr visit(const H::Internal::Call* op) override {
+    H::Expr e = IRMutator::visit(op);
+    const auto* c = e.as<H::Internal::Call>();
+    if (!c || c->call_type != H::Internal::Call::Halide || !c->func.defined() ||
+        H::Internal::Function(c->func).outputs() < 2)
+      return e;
+    std::ostringstream s;
+    s << c->name << "(";
+    for (size_t i = 0; i < c->args.size(); ++i) s << (i ? ", " : "") << c->args[i];
+    s << ")[" << c->value_index << "]";
+    return H::Internal::Variable::make(c->type, s.str());
+  }
+};
+H::Expr shown(const H::Expr& e) { return e.defined() ? ShowTupleElements().mutate(e) : e; }
+} // namespace
+
 std::string printAlgorithm(const LoweredKernel& k) {
   std::ostringstream os;
   os << "pipeline " << k.name << "\n";
@@ -1139,9 +1241,9 @@ std::string printAlgorithm(const LoweredKernel& k) {
     };
     auto rhs = [](const H::Tuple& t) {
       std::ostringstream s;
-      if (t.size() == 1) s << t[0];
+      if (t.size() == 1) s << shown(t[0]);
       else
-        for (size_t i = 0; i < t.size(); ++i) s << (i ? ", " : "(") << t[i] << (i + 1 == t.size() ? ")" : "");
+        for (size_t i = 0; i < t.size(); ++i) s << (i ? ", " : "(") << shown(t[i]) << (i + 1 == t.size() ? ")" : "");
       return s.str();
     };
     os << "  " << lhs(std::vector<H::Expr>(args.begin(), args.end())) << " = " << rhs(fn.values()) << "\n";
@@ -1159,7 +1261,7 @@ std::string printAlgorithm(const LoweredKernel& k) {
         // Bounds from a softmax mask (attn.bounds) restrict the domain further.
         H::Internal::ReductionDomain dom = rvs[0].domain();
         H::Expr pred = dom.defined() ? dom.predicate() : H::Expr();
-        if (pred.defined() && !H::Internal::is_const_one(pred)) os << " if " << pred;
+        if (pred.defined() && !H::Internal::is_const_one(pred)) os << " if " << shown(pred);
       }
       os << "\n";
     }
