@@ -40,6 +40,7 @@ def rows(data):
             continue
         rate = f"{k['gbs']:.2f} GB/s" if c["bound"] == "memory" else f"{k['gflops']:.2f} GFLOP/s"
         other = [f"{i['name']} {speedup(c, i)}" for i in c["impls"] if i["kind"] in ("schedule", "cpp") and i["median_s"]]
+        other += [f"{i['name']} = auto (same schedule)" for i in c["impls"] if i.get("same_as_auto")]
         if c.get("vs_unmasked"):
             other.append(f"time / {c['unmasked']}'s (no mask, in turns): {c['vs_unmasked']:.2f}")
         for t in c.get("tiles", []):

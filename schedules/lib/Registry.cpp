@@ -91,6 +91,28 @@ const ScheduleRule* selectRule(const LoweredKernel& k, const Halide::Target& t, 
   throw std::runtime_error("unknown schedule '" + choice + "' (expected none, auto, " + names + ")");
 }
 
+std::string describeSchedule(const LoweredKernel& k, const Halide::Target& t, const std::string& choice,
+                             const ScheduleParams& params) {
+  const ScheduleRule* r = selectRule(k, t, choice);
+  std::string out = r ? r->name() : "none";
+  std::vector<std::string> parts;
+  if (r) {
+    std::string set;
+    for (const Knob& kb : r->knobs(k, t)) {
+      int v = params.get(kb.name, kb.dflt);
+      if (v != kb.dflt) set += (set.empty() ? "" : ",") + kb.name + "=" + std::to_string(v);
+    }
+    if (!set.empty()) parts.push_back(set);
+  }
+  for (const LoweredFunc& f : k.funcs)
+    if (f.role == FuncRole::OnlineState && f.onlineTile != 128) {
+      parts.push_back("key tile " + std::to_string(f.onlineTile));
+      break;
+    }
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? "; " : " (") + parts[i] + (i + 1 == parts.size() ? ")" : "");
+  return out;
+}
+
 std::string applySchedule(LoweredKernel& k, const Halide::Target& t, const std::string& choice, const ScheduleParams& params) {
   const ScheduleRule* r = selectRule(k, t, choice);
   if (!r) {

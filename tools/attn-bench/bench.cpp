@@ -221,7 +221,19 @@ CaseResult runCase(Case& c, const Options& o) {
     rn.res.note = c.unscheduledNote.empty() ? "not timed at this shape (too slow unscheduled)" : c.unscheduledNote;
     runners.push_back(std::move(rn));
   }
-  for (auto& [name, k] : c.schedules) addKernel("attnc (" + name + ")", "schedule", k, all);
+  // A schedule that compiles to what the default does (a tuning database that kept the default)
+  // is not timed against itself: run-to-run noise would pass for a difference.
+  for (auto& [name, k] : c.schedules) {
+    if (k->schedule && c.kernel->schedule && std::string(k->schedule) == c.kernel->schedule) {
+      Runner rn;
+      rn.res = {"attnc (" + name + ")", "schedule", all};
+      rn.res.note = std::string("the same schedule as attnc (auto): ") + k->schedule;
+      rn.res.sameAsAuto = true;
+      runners.push_back(std::move(rn));
+      continue;
+    }
+    addKernel("attnc (" + name + ")", "schedule", k, all);
+  }
   if (c.unmasked) {
     Runner rn;
     rn.res = {"attnc (" + c.unmaskedName + ", no mask)", "unmasked", all};

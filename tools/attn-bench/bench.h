@@ -79,6 +79,7 @@ struct ImplResult {
   double seconds = 0;  // median of the timed runs
   int runs = 0;        // 0: not timed (see note)
   std::string note;
+  bool sameAsAuto = false; // a schedule identical to the default's (not timed; its ratio is 1)
 };
 
 // One online softmax's (row block, key tile) pairs at the case's inputs (attnc::countTileVisits).

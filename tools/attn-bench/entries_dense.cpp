@@ -2,15 +2,19 @@
 #include "entries.h"
 
 #include "bench_causal_attention.attnc.h"
-#include "bench_causal_attention_adams2019.attnc.h"
-#include "bench_causal_attention_mullapudi2016.attnc.h"
 #include "bench_causal_attention_none.attnc.h"
 #include "bench_mhsa.attnc.h"
 #include "bench_padding_mask.attnc.h"
 #include "bench_sdpa.attnc.h"
+#include "bench_sdpa_none.attnc.h"
+#ifdef ATTN_BENCH_AUTOSCHEDULED
+#include "bench_causal_attention_adams2019.attnc.h"
+#include "bench_causal_attention_mullapudi2016.attnc.h"
+#include "bench_padding_mask_adams2019.attnc.h"
+#include "bench_padding_mask_mullapudi2016.attnc.h"
 #include "bench_sdpa_adams2019.attnc.h"
 #include "bench_sdpa_mullapudi2016.attnc.h"
-#include "bench_sdpa_none.attnc.h"
+#endif
 #ifdef ATTN_BENCH_TUNED
 #include "bench_causal_attention_tuned.attnc.h"
 #include "bench_sdpa_tuned.attnc.h"
@@ -74,8 +78,10 @@ void benchSdpa(const Options& o, std::vector<CaseResult>* out) {
     // Halide's autoschedulers and the tuned schedule, made for B1 H8 N2048 D64 and timed there
     // only: Adams2019's schedules refuse smaller outputs (their splits shift inwards).
     if (isMainShape(s)) {
+#ifdef ATTN_BENCH_AUTOSCHEDULED
       c.schedules.push_back({"Mullapudi2016 autoscheduler", &attnc_kernels::bench_sdpa_mullapudi2016()});
       c.schedules.push_back({"Adams2019 autoscheduler", &attnc_kernels::bench_sdpa_adams2019()});
+#endif
 #ifdef ATTN_BENCH_TUNED
       c.schedules.push_back({"tuned", &attnc_kernels::bench_sdpa_tuned()});
 #endif
@@ -100,8 +106,10 @@ void benchCausal(const Options& o, std::vector<CaseResult>* out) {
     c.flops = 2.0 * s.B * s.H * (double)s.N * (s.N + 1) * s.D;
     c.kernel = &attnc_kernels::bench_causal_attention();
     if (isMainShape(s)) {
+#ifdef ATTN_BENCH_AUTOSCHEDULED
       c.schedules.push_back({"Mullapudi2016 autoscheduler", &attnc_kernels::bench_causal_attention_mullapudi2016()});
       c.schedules.push_back({"Adams2019 autoscheduler", &attnc_kernels::bench_causal_attention_adams2019()});
+#endif
 #ifdef ATTN_BENCH_TUNED
       c.schedules.push_back({"tuned", &attnc_kernels::bench_causal_attention_tuned()});
 #endif
@@ -143,6 +151,12 @@ void benchPaddingMask(const Options& o, std::vector<CaseResult>* out) {
     c.flopFormula = "4*H*Nq*D*sum_b(len_b)";
     c.flops = 4.0 * s.H * (double)s.N * s.D * visible;
     c.kernel = &attnc_kernels::bench_padding_mask();
+#ifdef ATTN_BENCH_AUTOSCHEDULED
+    if (s.N == 1536) { // the autoschedulers' estimates (tools/CMakeLists.txt)
+      c.schedules.push_back({"Mullapudi2016 autoscheduler", &attnc_kernels::bench_padding_mask_mullapudi2016()});
+      c.schedules.push_back({"Adams2019 autoscheduler", &attnc_kernels::bench_padding_mask_adams2019()});
+    }
+#endif
     c.unmasked = &attnc_kernels::bench_sdpa(), c.unmaskedName = "sdpa", c.unmaskedInputs = 3;
     c.tileSource = "padding_mask.attn", c.tileKernel = "padding_mask";
     c.unscheduledNote = "not timed: unscheduled, the softmax statistics are recomputed per score";

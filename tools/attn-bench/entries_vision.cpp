@@ -9,6 +9,12 @@
 #include "bench_ms_deform_attn_core_generic.attnc.h"
 #include "bench_ms_deform_attn_core_none.attnc.h"
 #include "bench_msda.attnc.h"
+#ifdef ATTN_BENCH_AUTOSCHEDULED
+#include "bench_ms_deform_attn_core_adams2019.attnc.h"
+#include "bench_ms_deform_attn_core_mullapudi2016.attnc.h"
+#include "bench_msda_adams2019.attnc.h"
+#include "bench_msda_mullapudi2016.attnc.h"
+#endif
 #ifdef ATTN_BENCH_TUNED
 #include "bench_msda_tuned.attnc.h"
 #endif
@@ -63,9 +69,18 @@ void benchMsda(const Options& o, std::vector<CaseResult>* out) {
     c.flops = (double)s.B * s.Y * s.X * (8.0 * C * C + 36.0 * C);
     c.bytes = bytesOf(c.inputs, c.outShape);
     c.kernel = &attnc_kernels::bench_msda();
-#ifdef ATTN_BENCH_TUNED
-    if (s.B == 1 && s.Y == 56 && s.X == 56 && s.C == 72) c.schedules.push_back({"tuned", &attnc_kernels::bench_msda_tuned()});
+    // The autoschedulers' estimates and attn-tune's shape (tools/CMakeLists.txt).
+    const bool mainShape = s.B == 1 && s.Y == 56 && s.X == 56 && s.C == 72;
+#ifdef ATTN_BENCH_AUTOSCHEDULED
+    if (mainShape) {
+      c.schedules.push_back({"Mullapudi2016 autoscheduler", &attnc_kernels::bench_msda_mullapudi2016()});
+      c.schedules.push_back({"Adams2019 autoscheduler", &attnc_kernels::bench_msda_adams2019()});
+    }
 #endif
+#ifdef ATTN_BENCH_TUNED
+    if (mainShape) c.schedules.push_back({"tuned", &attnc_kernels::bench_msda_tuned()});
+#endif
+    (void)mainShape;
     // Unscheduled, the qkv convolution is recomputed inside every window score and softmax statistic.
     c.unscheduledNote = "not timed: unscheduled msda recomputes the qkv convolution per score (B1 3x3 C72: over 30 s)";
     c.reference = [&c, s, hd] {
@@ -143,6 +158,12 @@ void benchMsDeformAttnCore(const Options& o, std::vector<CaseResult>* out) {
     // Nothing is recomputed when inlined here (one sum per output), so it runs at every shape.
     c.unscheduled = &attnc_kernels::bench_ms_deform_attn_core_none();
     c.schedules.push_back({"cpu-generic", &attnc_kernels::bench_ms_deform_attn_core_generic()});
+#ifdef ATTN_BENCH_AUTOSCHEDULED
+    if (Q == 20197) { // the autoschedulers' estimates (tools/CMakeLists.txt)
+      c.schedules.push_back({"Mullapudi2016 autoscheduler", &attnc_kernels::bench_ms_deform_attn_core_mullapudi2016()});
+      c.schedules.push_back({"Adams2019 autoscheduler", &attnc_kernels::bench_ms_deform_attn_core_adams2019()});
+    }
+#endif
     c.reference = [&c, B, S, M, D, Q, L, P] {
       return attnc_ref::msDeformAttnCore<float>(c.inputs[0].fp(), c.inputs[1].i.data(), c.inputs[2].i.data(),
                                                 c.inputs[3].fp(), c.inputs[4].fp(), B, S, M, D, Q, L, P);

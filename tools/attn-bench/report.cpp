@@ -76,8 +76,10 @@ void printSummary(const std::vector<CaseResult>& results, const RunInfo& info) {
       peak = buf;
     }
     std::string other;
-    for (const ImplResult& x : r.impls)
+    for (const ImplResult& x : r.impls) {
       if ((x.kind == "schedule" || x.kind == "cpp") && x.runs > 0) other += (other.empty() ? "" : ", ") + x.name + " " + ratio(r, &x);
+      if (x.sameAsAuto) other += (other.empty() ? "" : ", ") + x.name + " = auto";
+    }
     if (r.vsUnmasked > 0) {
       char buf[120];
       std::snprintf(buf, sizeof buf, "%stime / %s's %.2f", other.empty() ? "" : "; ", r.unmaskedName.c_str(), r.vsUnmasked);
@@ -140,7 +142,7 @@ bool writeJson(const std::string& path, const std::vector<CaseResult>& results, 
         << ", \"gbs\": " << (timed ? jsonNumber(r.bytes / x.seconds * 1e-9) : "null")
         << ", \"pct_peak\": " << (timed && info.peak.gflops > 0 ? jsonNumber(100 * r.flops / x.seconds * 1e-9 / info.peak.gflops) : "null")
         << ", \"vs_attnc\": " << (timed && base > 0 ? jsonNumber(x.seconds / base) : "null")
-        << ", \"note\": " << jsonString(x.note) << "}";
+        << ", \"same_as_auto\": " << (x.sameAsAuto ? "true" : "false") << ", \"note\": " << jsonString(x.note) << "}";
     }
     j << "]}";
   }

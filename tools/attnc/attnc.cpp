@@ -332,6 +332,7 @@ int main(int argc, char** argv) {
         }
       }
     }
+    std::string described = attnc::isAutoscheduler(schedule) ? schedule : attnc::describeSchedule(lk, target, schedule, scheduleParams);
     if (attnc::isAutoscheduler(schedule)) {
       if (!scheduleParams.empty()) return fail("--schedule-params are a rule's knobs; " + schedule + " takes none");
       attnc::applyAutoscheduler(lk, target, schedule, passOpts.estimates);
@@ -383,7 +384,7 @@ int main(int argc, char** argv) {
     std::string base = outPath.substr(outPath.find_last_of('/') + 1);
     p.compile_to_static_library(tmp + "/" + base, args, lk.name, target);
     std::string header = slurp(tmp + "/" + base + ".h");
-    std::string desc = attnc::runtimeDescriptorHeader(lk, base + ".h", targetStr, target, input);
+    std::string desc = attnc::runtimeDescriptorHeader(lk, base + ".h", targetStr, target, input, described);
     bool ok = writeFileAtomically(outPath + ".a", slurp(tmp + "/" + base + ".a"), &err) &&
               writeFileAtomically(outPath + ".h", header, &err) &&
               writeFileAtomically(outPath + ".attnc.h", desc, &err);

@@ -91,4 +91,11 @@ const ScheduleRule* selectRule(const LoweredKernel& k, const Halide::Target& t, 
 std::string applySchedule(LoweredKernel& k, const Halide::Target& t, const std::string& choice,
                           const ScheduleParams& params = {});
 
+// The schedule `choice` with `params` would apply, as one canonical string: "cpu-online
+// (online.value_rows=2; key tile 64)" lists only the knobs away from the rule's defaults and the
+// online softmax's key tile where it is not 128, so two ways of asking for the same schedule (a
+// tuning database that found nothing better, say) describe it alike. Call before applySchedule.
+std::string describeSchedule(const LoweredKernel& k, const Halide::Target& t, const std::string& choice,
+                             const ScheduleParams& params = {});
+
 } // namespace attnc
