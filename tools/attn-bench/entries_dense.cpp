@@ -10,8 +10,6 @@
 #ifdef ATTN_BENCH_AUTOSCHEDULED
 #include "bench_causal_attention_adams2019.attnc.h"
 #include "bench_causal_attention_mullapudi2016.attnc.h"
-#include "bench_padding_mask_adams2019.attnc.h"
-#include "bench_padding_mask_mullapudi2016.attnc.h"
 #include "bench_sdpa_adams2019.attnc.h"
 #include "bench_sdpa_mullapudi2016.attnc.h"
 #endif
@@ -151,12 +149,6 @@ void benchPaddingMask(const Options& o, std::vector<CaseResult>* out) {
     c.flopFormula = "4*H*Nq*D*sum_b(len_b)";
     c.flops = 4.0 * s.H * (double)s.N * s.D * visible;
     c.kernel = &attnc_kernels::bench_padding_mask();
-#ifdef ATTN_BENCH_AUTOSCHEDULED
-    if (s.N == 1536) { // the autoschedulers' estimates (tools/CMakeLists.txt)
-      c.schedules.push_back({"Mullapudi2016 autoscheduler", &attnc_kernels::bench_padding_mask_mullapudi2016()});
-      c.schedules.push_back({"Adams2019 autoscheduler", &attnc_kernels::bench_padding_mask_adams2019()});
-    }
-#endif
     c.unmasked = &attnc_kernels::bench_sdpa(), c.unmaskedName = "sdpa", c.unmaskedInputs = 3;
     c.tileSource = "padding_mask.attn", c.tileKernel = "padding_mask";
     c.unscheduledNote = "not timed: unscheduled, the softmax statistics are recomputed per score";
