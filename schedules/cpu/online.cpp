@@ -252,11 +252,24 @@ void scheduleGroup(LoweredKernel& k, OnlinePattern& g, const H::Target& t, const
   }
 
   // K is read along the keys: a per-head transposed copy (one for every chain) makes those reads
-  // contiguous.
+  // contiguous, whether K is an input or a definition (mhsa's projection: without the copy its
+  // score GEMM ran at 4 GFLOP/s).
+  std::vector<H::Func> keySources;
   for (const std::string& in : g.keyInputs)
-    for (KernelParam& p : k.inputs) {
-      if (p.name != in || p.param.dimensions() < 2 || keyReaders.empty()) continue;
-      H::Func kT = p.param.in(keyReaders);
+    for (KernelParam& p : k.inputs)
+      if (p.name == in && p.param.dimensions() >= 2) keySources.push_back(H::Func(p.param));
+  for (const std::string& fn : g.keyFuncs)
+    if (LoweredFunc* f = k.find(fn); f && f->vars.size() >= 2) {
+      // A projection blocked by the generic rule is computed inside its result wrapper's loops;
+      // the copy reads that wrapper (every call to the projection goes through it).
+      const auto& wrappers = f->func.function().wrappers();
+      auto w = wrappers.find("");
+      keySources.push_back(w != wrappers.end() ? H::Func(H::Internal::Function(w->second)) : f->func);
+    }
+  for (H::Func src : keySources)
+    {
+      if (keyReaders.empty()) continue;
+      H::Func kT = src.in(keyReaders);
       std::vector<H::Var> a = kT.args();
       std::swap(a[0], a[1]);
       H::LoopLevel at = batch.empty() ? H::LoopLevel::root() : H::LoopLevel(O.func, batch.front());
@@ -296,7 +309,7 @@ public:
     return !t.has_gpu_feature() && !findOnline(const_cast<LoweredKernel&>(k)).empty();
   }
 
-  std::vector<Knob> knobs(const LoweredKernel& k, const H::Target&) const override {
+  std::vector<Knob> knobs(const LoweredKernel& k, const H::Target& t) const override {
     OnlineParams d = defaults(const_cast<LoweredKernel&>(k));
     std::vector<Knob> ks = {{"online.query_tile", {16, 32, 64}, d.queryTile},
                             {"online.score_rows", {1, 2, 4}, d.scoreRows},
@@ -306,7 +319,7 @@ public:
     std::set<const LoweredFunc*> grouped = groupedFuncs(const_cast<LoweredKernel&>(k));
     for (const LoweredFunc& f : k.funcs)
       if (!grouped.count(&f) && genericSchedules(f)) {
-        for (Knob kb : genericKnobs()) ks.push_back(kb);
+        for (Knob kb : genericKnobs(t)) ks.push_back(kb);
         break;
       }
     return ks;

@@ -223,7 +223,7 @@ public:
   }
 
   // Its own loops are fixed; the Funcs outside its pattern (projections) take the generic knobs.
-  std::vector<Knob> knobs(const LoweredKernel&, const H::Target&) const override { return genericKnobs(); }
+  std::vector<Knob> knobs(const LoweredKernel&, const H::Target& t) const override { return genericKnobs(t); }
 
   void apply(LoweredKernel& k, const H::Target& t, const ScheduleParams& params) const override {
     std::vector<LoweredFunc*> sampling = findSampling(k), homes;

@@ -35,6 +35,36 @@ private:
   std::string var_;
 };
 
+// Names (LoweredFunc::name) of the kernel's Funcs called with `var` somewhere in their coordinates.
+class FuncsUsingVar : public H::Internal::IRVisitor {
+public:
+  FuncsUsingVar(const LoweredKernel& k, std::string var) : k_(k), var_(std::move(var)) {}
+  std::vector<std::string> found;
+
+private:
+  using H::Internal::IRVisitor::visit;
+  void visit(const H::Internal::Call* c) override {
+    if (c->call_type == H::Internal::Call::Halide)
+      for (const LoweredFunc& f : k_.funcs) {
+        if (c->name != f.func.name()) continue;
+        for (const H::Expr& a : c->args)
+          if (H::Internal::expr_uses_var(a, var_)) {
+            found.push_back(f.name);
+            break;
+          }
+      }
+    H::Internal::IRVisitor::visit(c);
+  }
+  const LoweredKernel& k_;
+  std::string var_;
+};
+
+std::vector<std::string> funcsReadWithVar(const LoweredKernel& k, const H::Expr& e, const std::string& var) {
+  FuncsUsingVar v(k, var);
+  e.accept(&v);
+  return v.found;
+}
+
 } // namespace
 
 std::vector<std::string> inputsReadWithVar(const LoweredKernel& k, const H::Expr& e, const std::string& var) {
@@ -166,6 +196,13 @@ std::vector<OnlinePattern> findOnline(LoweredKernel& k) {
     for (LoweredFunc* c : g.contractions)
       for (const std::string& in : inputsReadWithVar(k, c->func.update_value(0), key))
         if (std::find(g.keyInputs.begin(), g.keyInputs.end(), in) == g.keyInputs.end()) g.keyInputs.push_back(in);
+    for (LoweredFunc* c : g.contractions)
+      for (const std::string& fn : funcsReadWithVar(k, c->func.update_value(0), key)) {
+        const LoweredFunc* f = k.find(fn);
+        if (!f || f->definition == o.definition || std::find(g.contractions.begin(), g.contractions.end(), f) != g.contractions.end())
+          continue;
+        if (std::find(g.keyFuncs.begin(), g.keyFuncs.end(), fn) == g.keyFuncs.end()) g.keyFuncs.push_back(fn);
+      }
     groups.push_back(g);
   }
   return groups;

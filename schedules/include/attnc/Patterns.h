@@ -45,6 +45,7 @@ struct OnlinePattern {
   std::vector<OnlineChain> chains;
   std::vector<LoweredFunc*> contractions; // sums over the score's indices that only the group reads
   std::vector<std::string> keyInputs;     // inputs the contractions read along the key
+  std::vector<std::string> keyFuncs;      // definitions outside the group they read along it (mhsa's k)
   std::string queryVar;                   // the innermost row index (the query axis)
   std::string valueVar;                   // the output's innermost index when it is not a row index
 };

@@ -58,7 +58,7 @@ std::unique_ptr<ScheduleRule> makeCpuGenericRule();
 // become register-blocked GEMMs; with the kernel given, their strided inputs get transposed copies.
 void scheduleGenericFunc(LoweredFunc& f, const Halide::Target& t, const ScheduleParams& params = {},
                          LoweredKernel* k = nullptr);
-std::vector<Knob> genericKnobs();
+std::vector<Knob> genericKnobs(const Halide::Target& t);
 // Whether scheduleGenericFunc gives `f` a loop nest of its own (else it is inlined, knobs unused).
 bool genericSchedules(const LoweredFunc& f);
 
