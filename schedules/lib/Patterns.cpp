@@ -10,67 +10,57 @@ namespace {
 
 namespace H = Halide;
 
-// Names of the kernel inputs read with `var` somewhere in their coordinates. Halide reads an
-// ImageParam through an implicit Func; compare Halide's own names, which a second lowering of the
-// same kernel in one process (attn-tune) uniquifies (`k_im$2`).
-class InputsUsingVar : public H::Internal::IRVisitor {
+// The names `nameOf` gives the calls that `e` makes with `var` somewhere in their coordinates
+// (calls it names "" do not count).
+class CallsUsingVar : public H::Internal::IRVisitor {
 public:
-  InputsUsingVar(const LoweredKernel& k, std::string var) : k_(k), var_(std::move(var)) {}
+  CallsUsingVar(std::string var, std::function<std::string(const H::Internal::Call*)> nameOf)
+      : var_(std::move(var)), nameOf_(std::move(nameOf)) {}
   std::vector<std::string> found;
 
 private:
   using H::Internal::IRVisitor::visit;
   void visit(const H::Internal::Call* c) override {
-    for (const KernelParam& p : k_.inputs) {
-      if (c->name != p.param.name() && c->name != H::Func(p.param).name()) continue;
+    std::string n = nameOf_(c);
+    if (!n.empty())
       for (const H::Expr& a : c->args)
         if (H::Internal::expr_uses_var(a, var_)) {
-          found.push_back(p.name);
+          found.push_back(n);
           break;
         }
-    }
     H::Internal::IRVisitor::visit(c);
   }
-  const LoweredKernel& k_;
   std::string var_;
+  std::function<std::string(const H::Internal::Call*)> nameOf_;
 };
 
-// Names (LoweredFunc::name) of the kernel's Funcs called with `var` somewhere in their coordinates.
-class FuncsUsingVar : public H::Internal::IRVisitor {
-public:
-  FuncsUsingVar(const LoweredKernel& k, std::string var) : k_(k), var_(std::move(var)) {}
-  std::vector<std::string> found;
-
-private:
-  using H::Internal::IRVisitor::visit;
-  void visit(const H::Internal::Call* c) override {
-    if (c->call_type == H::Internal::Call::Halide)
-      for (const LoweredFunc& f : k_.funcs) {
-        if (c->name != f.func.name()) continue;
-        for (const H::Expr& a : c->args)
-          if (H::Internal::expr_uses_var(a, var_)) {
-            found.push_back(f.name);
-            break;
-          }
-      }
-    H::Internal::IRVisitor::visit(c);
-  }
-  const LoweredKernel& k_;
-  std::string var_;
-};
-
-std::vector<std::string> funcsReadWithVar(const LoweredKernel& k, const H::Expr& e, const std::string& var) {
-  FuncsUsingVar v(k, var);
+std::vector<std::string> callsReadWithVar(const H::Expr& e, const std::string& var,
+                                          std::function<std::string(const H::Internal::Call*)> nameOf) {
+  CallsUsingVar v(var, std::move(nameOf));
   e.accept(&v);
   return v.found;
 }
 
+// Names (LoweredFunc::name) of the kernel's Funcs that `e` calls with `var` in their coordinates.
+std::vector<std::string> funcsReadWithVar(const LoweredKernel& k, const H::Expr& e, const std::string& var) {
+  return callsReadWithVar(e, var, [&](const H::Internal::Call* c) {
+    if (c->call_type == H::Internal::Call::Halide)
+      for (const LoweredFunc& f : k.funcs)
+        if (c->name == f.func.name()) return f.name;
+    return std::string();
+  });
+}
+
 } // namespace
 
+// Halide reads an ImageParam through an implicit Func; compare Halide's own names, which a second
+// lowering of the same kernel in one process (attn-tune) uniquifies (`k_im$2`).
 std::vector<std::string> inputsReadWithVar(const LoweredKernel& k, const H::Expr& e, const std::string& var) {
-  InputsUsingVar v(k, var);
-  e.accept(&v);
-  return v.found;
+  return callsReadWithVar(e, var, [&](const H::Internal::Call* c) {
+    for (const KernelParam& p : k.inputs)
+      if (c->name == p.param.name() || c->name == H::Func(p.param).name()) return p.name;
+    return std::string();
+  });
 }
 
 bool findDensePattern(LoweredKernel& k, DensePattern* pat) {

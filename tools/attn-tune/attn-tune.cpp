@@ -27,6 +27,7 @@
 #include <iomanip>
 #include <iostream>
 #include <random>
+#include <functional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -279,7 +280,8 @@ bool runPtxas(const std::string& ptxas, const std::string& ptx, const std::strin
 
 // CUDA targets without a GPU: every configuration of the rule's knobs compiled to PTX and assembled
 // by ptxas; the database records what each one needs, the schedule stays the default.
-int tuneOffline(Tuner& tu, const std::string& input, const std::string& dbPath, attnc::TuningDb& db, std::string ptxas) {
+int tuneOffline(Tuner& tu, const std::string& input, const std::string& dbPath, attnc::TuningDb& db, std::string ptxas,
+                bool baselines) {
   if (ptxas.empty()) {
     for (std::string cand : {std::string("ptxas"), std::string("/usr/local/cuda/bin/ptxas")}) {
       std::string probe = "command -v '" + cand + "' > /dev/null 2>&1";
@@ -329,6 +331,23 @@ int tuneOffline(Tuner& tu, const std::string& input, const std::string& dbPath, 
     if (!mkdtemp(tmpl)) return fail("cannot create a temporary directory");
     const std::string tmp = tmpl;
     int fits = 0;
+    // What the pipeline needs in the same terms; `lk` scheduled by `schedule` (a rule's knobs,
+    // or Halide's CUDA autoscheduler).
+    auto assemble = [&](const std::function<void(attnc::LoweredKernel&)>& schedule, Resources* r) -> std::string {
+      try {
+        attnc::LoweredKernel lk = tu.lower(0);
+        schedule(lk);
+        const std::string ptx = tmp + "/k.ptx";
+        lk.pipeline().compile_to({{H::OutputFileType::device_code, ptx}}, lk.arguments(), lk.name, tu.target);
+        std::string why;
+        if (!runPtxas(ptxas, ptx, arch, r, &why)) return "failed: " + why;
+        return "regs=" + std::to_string(r->regs) + " spills=" + std::to_string(r->spills) + " smem=" + std::to_string(r->smem);
+      } catch (const H::Error& e) {
+        return "failed: " + attnc::tidy_halide_message(e.what()).substr(0, 200);
+      } catch (const std::exception& e) {
+        return std::string("failed: ") + e.what();
+      }
+    };
     // The configuration kept: the default while it assembles without spills (nothing timed says
     // another is faster); else the spill-free one with the fewest registers, then the least shared
     // memory (the most threads an SM can hold).
@@ -338,33 +357,30 @@ int tuneOffline(Tuner& tu, const std::string& input, const std::string& dbPath, 
     for (const auto& params : configs) {
       Config c;
       c.params = params;
-      std::string result;
-      try {
-        attnc::LoweredKernel lk = tu.lower(0);
-        attnc::ScheduleParams sp;
-        sp.values = params;
-        attnc::applySchedule(lk, tu.target, rule->name(), sp);
-        const std::string ptx = tmp + "/k.ptx";
-        lk.pipeline().compile_to({{H::OutputFileType::device_code, ptx}}, lk.arguments(), lk.name, tu.target);
-        Resources r;
-        std::string why;
-        if (!runPtxas(ptxas, ptx, arch, &r, &why)) result = "failed: " + why;
-        else {
-          result = "regs=" + std::to_string(r.regs) + " spills=" + std::to_string(r.spills) + " smem=" + std::to_string(r.smem);
-          if (r.spills == 0) {
-            ++fits;
-            defaultFits |= params.empty();
-            if (!best || r.regs < bestRes.regs || (r.regs == bestRes.regs && r.smem < bestRes.smem)) best = &params, bestRes = r;
-          }
-        }
-      } catch (const H::Error& e) {
-        result = "failed: " + attnc::tidy_halide_message(e.what()).substr(0, 200);
-      } catch (const std::exception& e) {
-        result = std::string("failed: ") + e.what();
+      Resources r;
+      std::string result = assemble(
+          [&](attnc::LoweredKernel& lk) {
+            attnc::ScheduleParams sp;
+            sp.values = params;
+            attnc::applySchedule(lk, tu.target, rule->name(), sp);
+          },
+          &r);
+      if (result.rfind("failed", 0) != 0 && r.spills == 0) {
+        ++fits;
+        defaultFits |= params.empty();
+        if (!best || r.regs < bestRes.regs || (r.regs == bestRes.regs && r.smem < bestRes.smem)) best = &params, bestRes = r;
       }
       entry->offline[c.key()] = result;
       std::cout << "  " << c.str() << ": " << result << "\n";
       std::cout.flush();
+    }
+    // Halide's GPU autoscheduler on the same pipeline, in the same terms (the baseline a timing on
+    // a GPU would compare against).
+    if (baselines) {
+      Resources r;
+      std::string result = assemble([&](attnc::LoweredKernel& lk) { attnc::applyAutoscheduler(lk, tu.target, "Anderson2021", tu.sizes); }, &r);
+      entry->offline["Halide Anderson2021"] = result;
+      std::cout << "  Halide Anderson2021 (autoscheduler): " << result << "\n";
     }
     std::system(("rm -rf '" + tmp + "'").c_str());
     entry->params.clear();
@@ -495,7 +511,7 @@ int main(int argc, char** argv) {
   if (tu.target.has_gpu_feature()) {
     tu.kernelName = kernelName;
     tu.sizes = sizes;
-    return tuneOffline(tu, input, dbPath, db, ptxasPath);
+    return tuneOffline(tu, input, dbPath, db, ptxasPath, baselines);
   }
   try {
     attnc::LoweredKernel probe = tu.lower(0);
