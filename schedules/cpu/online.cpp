@@ -266,21 +266,20 @@ void scheduleGroup(LoweredKernel& k, OnlinePattern& g, const H::Target& t, const
       auto w = wrappers.find("");
       keySources.push_back(w != wrappers.end() ? H::Func(H::Internal::Function(w->second)) : f->func);
     }
-  for (H::Func src : keySources)
-    {
-      if (keyReaders.empty()) continue;
-      H::Func kT = src.in(keyReaders);
-      std::vector<H::Var> a = kT.args();
-      std::swap(a[0], a[1]);
-      H::LoopLevel at = batch.empty() ? H::LoopLevel::root() : H::LoopLevel(O.func, batch.front());
-      kT.compute_at(at).reorder_storage(a).reorder(std::vector<H::VarOrRVar>(a.begin(), a.end()))
-          .vectorize(a[0], vec, H::TailStrategy::GuardWithIf);
-      // Rows of the copy (one per head-dimension index) one cache line longer than the keys: at
-      // a power-of-two key count they would be a multiple of 4 KiB apart, so a tile's 64 rows
-      // would share one L1 set and evict each other. Measured on Zen 5, B1 H8 N2048 D64, one
-      // thread: the score GEMM 33 -> 22 ms, the kernel 75 -> 54 ms (Halide profiler).
-      if (S.keyCount.defined()) kT.bound_storage(a[0], S.keyCount + 16);
-    }
+  if (keyReaders.empty()) keySources.clear(); // nothing reads K along the keys
+  for (H::Func src : keySources) {
+    H::Func kT = src.in(keyReaders);
+    std::vector<H::Var> a = kT.args();
+    std::swap(a[0], a[1]);
+    H::LoopLevel at = batch.empty() ? H::LoopLevel::root() : H::LoopLevel(O.func, batch.front());
+    kT.compute_at(at).reorder_storage(a).reorder(std::vector<H::VarOrRVar>(a.begin(), a.end()))
+        .vectorize(a[0], vec, H::TailStrategy::GuardWithIf);
+    // Rows of the copy (one per head-dimension index) one cache line longer than the keys: at
+    // a power-of-two key count they would be a multiple of 4 KiB apart, so a tile's 64 rows
+    // would share one L1 set and evict each other. Measured on Zen 5, B1 H8 N2048 D64, one
+    // thread: the score GEMM 33 -> 22 ms, the kernel 75 -> 54 ms (Halide profiler).
+    if (S.keyCount.defined()) kT.bound_storage(a[0], S.keyCount + 16);
+  }
 
   // With at least a tile of keys, every key read is the tile's first key plus the slot (HalideGen
   // clamps slots only for fewer keys), so the tile loops are dense vector loads; causal attention

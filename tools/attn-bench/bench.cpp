@@ -186,15 +186,17 @@ CaseResult runCase(Case& c, const Options& o) {
   const std::string all = std::to_string(o.threads);
 
   std::vector<Runner> runners;
+  // The unmasked kernel (Case::unmasked) reads the first unmaskedInputs of the case's inputs.
+  const std::vector<attnc::TensorView> unmaskedIns(ins.begin(), ins.begin() + std::min(c.unmaskedInputs, ins.size()));
   auto addKernel = [&](const std::string& name, const std::string& kind, const attnc::KernelDesc* k,
-                       const std::string& threads) {
+                       const std::string& threads, const std::vector<attnc::TensorView>& args) {
     Runner rn;
     rn.res = {name, kind, threads};
     rn.out.assign(outN, NAN);
     const size_t at = runners.size();
     rn.run = [&, at, k] {
       Runner& self = runners[at];
-      attnc::Status st = attnc::call(*k, ins, {attnc::TensorView::f32(self.out.data(), c.outShape)});
+      attnc::Status st = attnc::call(*k, args, {attnc::TensorView::f32(self.out.data(), c.outShape)});
       if (!st.ok()) {
         // A failing call is a wrong result: NaN everywhere makes the agreement check say so.
         if (self.res.note.empty()) self.res.note = "call failed: " + st.message();
@@ -211,10 +213,10 @@ CaseResult runCase(Case& c, const Options& o) {
     runners.push_back(std::move(rn));
   };
 
-  addKernel("attnc (auto)", "attnc", c.kernel, all);
+  addKernel("attnc (auto)", "attnc", c.kernel, all, ins);
   addCpp("naive C++ reference", "reference", c.reference);
   if (c.unscheduled)
-    addKernel("attnc (none)", "unscheduled", c.unscheduled, "1");
+    addKernel("attnc (none)", "unscheduled", c.unscheduled, "1", ins);
   else {
     Runner rn;
     rn.res = {"attnc (none)", "unscheduled", "1"};
@@ -232,22 +234,9 @@ CaseResult runCase(Case& c, const Options& o) {
       runners.push_back(std::move(rn));
       continue;
     }
-    addKernel("attnc (" + name + ")", "schedule", k, all);
+    addKernel("attnc (" + name + ")", "schedule", k, all, ins);
   }
-  if (c.unmasked) {
-    Runner rn;
-    rn.res = {"attnc (" + c.unmaskedName + ", no mask)", "unmasked", all};
-    rn.out.assign(outN, NAN);
-    const size_t at = runners.size();
-    const attnc::KernelDesc* k = c.unmasked;
-    rn.run = [&, at, k] {
-      Runner& self = runners[at];
-      std::vector<attnc::TensorView> part(ins.begin(), ins.begin() + std::min(c.unmaskedInputs, ins.size()));
-      attnc::Status st = attnc::call(*k, part, {attnc::TensorView::f32(self.out.data(), c.outShape)});
-      if (!st.ok() && self.res.note.empty()) self.res.note = "call failed: " + st.message();
-    };
-    runners.push_back(std::move(rn));
-  }
+  if (c.unmasked) addKernel("attnc (" + c.unmaskedName + ", no mask)", "unmasked", c.unmasked, all, unmaskedIns);
   for (auto& [name, fn] : c.cpp) addCpp(name, "cpp", fn);
   if (o.torch) {
     Runner rn;

@@ -68,7 +68,7 @@ struct LoweredFunc {
   // chain of fully visible tiles (`<o>__tmax_full`, ...: no mask test, every slot a key).
   int onlineStage = 0;
   bool onlineFull = false;
-  // Read by a reduction domain's predicate (an online softmax's `<o>__tcount`): Halide has no
+  // Read by a reduction domain's predicate (an online softmax's `<o>__tkeys`, `<o>__tranges`): Halide has no
   // loop level inside a predicate to compute it at, so every schedule computes it at root.
   bool predicateInput = false;
   bool isOutput = false;

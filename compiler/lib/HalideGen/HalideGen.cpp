@@ -483,6 +483,11 @@ private:
     Env env;
     H::Expr Nk = H::cast<int32_t>(eval(op.getKeyExtent(), env));
     const H::Expr lo = H::Float(32).min();
+    // The lowest finite float: maxes are kept at least this so that -inf - -inf makes no NaN.
+    const H::Expr finite = -std::numeric_limits<float>::max();
+    // The result's extents, by index.
+    std::vector<H::Expr> extents;
+    for (Value e : op.getExtents()) extents.push_back(H::cast<int32_t>(eval(e, env)));
 
     auto part = [&](const std::string& suffix, FuncRole role) {
       LoweredFunc lf;
@@ -581,7 +586,7 @@ private:
       c.texp.vars = svars, c.texp.varNames = snames;
       c.texp.vars.push_back(kt), c.texp.varNames.push_back(tileName);
       H::Expr sk = scoreAt(kt, key);
-      c.texp.func(texpArgs(key, kt)) = H::exp(sk - H::max(c.tmax.func(rowsTile(kt)), -std::numeric_limits<float>::max()));
+      c.texp.func(texpArgs(key, kt)) = H::exp(sk - H::max(c.tmax.func(rowsTile(kt)), finite));
       c.texp.reads = {c.score.name, c.tmax.name};
 
       c.tsum.vars = c.tmax.vars, c.tsum.varNames = c.tmax.varNames;
@@ -773,7 +778,7 @@ private:
     // for the last group's rows past its end (their state is computed and never read).
     std::vector<H::Expr> rowExprs = toExprs(vars);
     if (grouped) {
-      H::Expr Nq = H::cast<int32_t>(eval(op.getExtents()[rq], env));
+      H::Expr Nq = extents[rq];
       rowExprs[rq] = H::min(H::Expr(ig) * kOnlineQueryGroup + il, Nq - 1);
     }
     auto stateRows = [&](H::Expr t) {
@@ -809,8 +814,7 @@ private:
       // makes no NaN: such a tile's sum and values are 0, so either weight adds nothing. The
       // weights blend by a 0/1 factor, not a select: a select whose condition reads the tile's
       // max would stop Halide from skipping the tile Funcs of tiles a key range excludes.
-      const H::Expr fin = -std::numeric_limits<float>::max();
-      H::Expr mof = H::max(mo, fin), mtf = H::max(mt, fin);
+      H::Expr mof = H::max(mo, finite), mtf = H::max(mt, finite);
       H::Expr cf = H::exp(-H::abs(mof - mtf)), g = H::cast<float>(mof >= mtf);
       H::Expr a = g + (1.0f - g) * cf, b = g * cf + (1.0f - g);
       state.func(stArgs) = H::Tuple(H::max(mo, mt), l * a + c.tsum.func(stateRows(rt)) * b, acc * a + c.tpv.func(stateIndices(rt)) * b);
@@ -819,7 +823,7 @@ private:
     }
     state.keyCount = Nk, state.onlineTile = T, state.onlineGrouped = grouped;
     state.onlineKeyRanged = !ranges.empty() || keyLo.defined();
-    for (size_t k = 0; k < vars.size(); ++k) state.onlineExtents.push_back({varNames[k], H::cast<int32_t>(eval(op.getExtents()[k], env))});
+    for (size_t k = 0; k < vars.size(); ++k) state.onlineExtents.push_back({varNames[k], extents[k]});
 
     // The pairs of (row block, key tile) the updates above visit, counted by the same predicates
     // over an RDom of the rows (the query as groups when grouped) and the tiles.
@@ -833,7 +837,7 @@ private:
       size_t k = 0;
       for (int64_t r : rowsMap) {
         if (r < 0) continue;
-        H::Expr ext = H::cast<int32_t>(eval(op.getExtents()[r], env));
+        H::Expr ext = extents[r];
         if (grouped && r == rq) ext = (ext + kOnlineQueryGroup - 1) / kOnlineQueryGroup;
         rv.push_back({tv.count.name() + "$" + rowNames[k], H::Expr(0), ext});
         ++k;
