@@ -1,11 +1,8 @@
-// .npy reader/writer: strict header parsing with path-prefixed errors, and atomic writes via temp file + rename.
+// .npy reader/writer: strict header parsing with path-prefixed errors; files are written through an OutputSet.
 #include "attnc/npy.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -382,8 +379,8 @@ Status read_npy(const std::string& path, NpyArray* out) {
     return Status::Ok();
 }
 
-Status write_npy(const std::string& path, DType dtype, const std::vector<int64_t>& shape,
-                 const void* data) {
+Status write_npy(OutputSet& out, size_t file, DType dtype, const std::vector<int64_t>& shape, const void* data) {
+    const std::string& path = out.path(file);
     const char* descr = nullptr;
     switch (dtype) {
     case DType::F32: descr = "<f4"; break;
@@ -423,54 +420,19 @@ Status write_npy(const std::string& path, DType dtype, const std::vector<int64_t
     const uint64_t hl = header.size();
     for (int i = 0; i < (major == 1 ? 2 : 4); ++i) pre.push_back(static_cast<char>((hl >> (8 * i)) & 0xFF));
 
-    // O_EXCL plus a per-process counter gives a unique temp name without
-    // mkstemp, whose 0600 mode would leave the final file unreadable to others;
-    // open() with 0666 respects the user's umask like numpy does.
-    static std::atomic<unsigned> counter{0};
-    std::string tmp;
-    int fd = -1;
-    for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
-        tmp = path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
-        fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno != EEXIST) break;
-    }
-    if (fd < 0) {
-        return Status::Error(path + ": cannot create temporary file '" + tmp +
-                             "': " + std::strerror(errno));
-    }
+    Status s = out.append(file, pre + header);
+    if (s.ok() && nbytes > 0) s = out.append(file, data, nbytes);
+    return s;
+}
 
-    auto write_all = [fd](const void* buf, size_t n) -> bool {
-        const char* p = static_cast<const char*>(buf);
-        while (n > 0) {
-            ssize_t w = ::write(fd, p, n);
-            if (w < 0) {
-                if (errno == EINTR) continue;
-                return false;
-            }
-            p += w;
-            n -= static_cast<size_t>(w);
-        }
-        return true;
-    };
-    auto fail = [&](const char* what) {
-        const std::string msg = path + ": " + what + ": " + std::strerror(errno);
-        if (fd >= 0) ::close(fd);
-        ::unlink(tmp.c_str());
-        return Status::Error(msg);
-    };
-
-    if (!write_all(pre.data(), pre.size()) || !write_all(header.data(), header.size()) ||
-        (nbytes > 0 && !write_all(data, nbytes))) {
-        return fail("write failed");
-    }
-    // Without fsync a crash after rename could leave a renamed but empty file,
-    // defeating the point of the temp-file dance.
-    if (::fsync(fd) != 0) return fail("fsync failed");
-    const int rc = ::close(fd);
-    fd = -1;
-    if (rc != 0) return fail("close failed");
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) return fail("cannot rename temporary file");
-    return Status::Ok();
+Status write_npy(const std::string& path, DType dtype, const std::vector<int64_t>& shape,
+                 const void* data) {
+    OutputSet out;
+    size_t file = 0;
+    Status s = out.add(path, "", &file);
+    if (s.ok()) s = write_npy(out, file, dtype, shape, data);
+    if (s.ok()) s = out.commit();
+    return s;
 }
 
 }  // namespace attnc

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "attnc/output.h"
 #include "attnc/runtime.h"
 
 namespace attnc {
@@ -24,10 +25,16 @@ struct NpyArray {
 Status read_npy(const std::string& path, NpyArray* out);
 
 // Writes a version 1.0 .npy file (2.0 only if the header would not fit) whose
-// data starts at a multiple of 64 bytes. The file is written to a temporary in
-// the same directory and renamed over `path`, so readers never see a partial
-// file. `data` holds the C-contiguous little-endian elements.
+// data starts at a multiple of 64 bytes. The file goes through an OutputSet
+// (attnc/output.h): a temporary beside `path` renamed over it, so readers never
+// see a partial file, and /dev/null or a FIFO written in place. `data` holds the
+// C-contiguous little-endian elements.
 Status write_npy(const std::string& path, DType dtype, const std::vector<int64_t>& shape,
+                 const void* data);
+
+// The same file as output `file` of `out`, which writes it when committed with
+// the set's other files (attn-run's outputs appear together or not at all).
+Status write_npy(OutputSet& out, size_t file, DType dtype, const std::vector<int64_t>& shape,
                  const void* data);
 
 }  // namespace attnc

@@ -1,0 +1,28 @@
+// What the signal handlers remove (output.cpp's registry), shared with signals.cpp; private to attnc_runtime.
+#pragma once
+
+#include <atomic>
+#include <string>
+
+namespace attnc::detail {
+
+// Registers a temporary file ('f') or directory ('d') for removal on a signal; returns its slot,
+// or -1 when the registry is full (the path is then not removed on a signal, the worst that
+// happens).
+int track(const std::string& path, char kind);
+void untrack(int slot);
+// Frees the slots of directories that no longer exist (ones Halide made and removed itself).
+void untrack_removed_dirs();
+// Removes everything registered, with async-signal-safe calls only.
+void remove_tracked();
+// Removes everything registered, then ends the process by `sig` (status 128+N in a shell).
+[[noreturn]] void die(int sig);
+
+// While a commit renames its files (g_defer > 0), a signal is only recorded in g_pending and
+// acted on once the renames are done, so that a set of files is never half in place.
+extern std::atomic<int> g_defer;
+extern std::atomic<int> g_pending;
+// Set while TempDir calls mkdtemp: it registers its directory itself.
+extern thread_local bool t_own_temp_dir;
+
+}  // namespace attnc::detail
