@@ -12,6 +12,7 @@
 #include "attnc/Schedule.h"
 #include "attnc/TuningDb.h"
 #include "attnc/npy.h"
+#include "attnc/output.h"
 #include "attnc/runtime.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -79,6 +80,14 @@ std::string machineName() {
       return m + ", " + std::to_string(std::thread::hardware_concurrency()) + " threads";
     }
   return "unknown CPU, " + std::to_string(std::thread::hardware_concurrency()) + " threads";
+}
+
+// Merges this run's entry into the database as it is on disk now, under its lock: another
+// attn-tune on the same database keeps its entries and measurements.
+bool saveEntry(const std::string& dbPath, const attnc::TuningEntry& entry, bool result, bool forgetMeasurements, std::string* err) {
+  attnc::MergeOptions opts;
+  opts.result = result, opts.forgetMeasurements = forgetMeasurements;
+  return attnc::TuningDb::update(dbPath, [&](attnc::TuningDb& disk) { disk.merge(entry, opts); }, err);
 }
 
 std::string nowIso() {
@@ -327,9 +336,9 @@ int tuneOffline(Tuner& tu, const std::string& input, const std::string& dbPath, 
       configs = next;
     }
     std::stable_partition(configs.begin(), configs.end(), [](const std::map<std::string, int>& c) { return c.empty(); });
-    char tmpl[] = "/tmp/attn-tune.XXXXXX";
-    if (!mkdtemp(tmpl)) return fail("cannot create a temporary directory");
-    const std::string tmp = tmpl;
+    attnc::TempDir tmpDir;
+    if (attnc::Status st = tmpDir.create("attn-tune"); !st.ok()) return fail(st.message());
+    const std::string& tmp = tmpDir.path();
     int fits = 0;
     // What the pipeline needs in the same terms; `lk` scheduled by `schedule` (a rule's knobs,
     // or Halide's CUDA autoscheduler).
@@ -382,7 +391,7 @@ int tuneOffline(Tuner& tu, const std::string& input, const std::string& dbPath, 
       entry->offline["Halide Anderson2021"] = result;
       std::cout << "  Halide Anderson2021 (autoscheduler): " << result << "\n";
     }
-    std::system(("rm -rf '" + tmp + "'").c_str());
+    tmpDir.remove();
     entry->params.clear();
     for (const attnc::Knob& kb : knobs) entry->params[kb.name] = kb.dflt;
     std::string kept = "The schedule stays the default.";
@@ -395,7 +404,7 @@ int tuneOffline(Tuner& tu, const std::string& input, const std::string& dbPath, 
       kept = "None assembles without spills; the schedule stays the default.";
     }
     entry->updated = nowIso();
-    if (!db.save(dbPath, &err)) return fail(err);
+    if (!saveEntry(dbPath, *entry, true, false, &err)) return fail(err);
     std::cout << fits << " of " << configs.size() << " configurations assemble without spills; recorded in " << dbPath
               << " [" << bucket << "] for timing on a GPU. " << kept << "\n";
     return 0;
@@ -409,6 +418,7 @@ int tuneOffline(Tuner& tu, const std::string& input, const std::string& dbPath, 
 } // namespace
 
 int main(int argc, char** argv) {
+  attnc::install_cleanup_handlers();
   std::string input, targetStr = "host", dbPath, kernelName;
   double budget = 60;
   int reps = 5, maxTrials = 0;
@@ -484,13 +494,23 @@ int main(int argc, char** argv) {
   if (input.empty()) return fail(std::string("no input file\n") + kUsage);
   if (sizes.empty() && inPaths.empty()) return fail("attn-tune needs --sizes: the shapes to tune for (e.g. --sizes=B=1,H=8,N=2048,D=64)");
   if (dbPath.empty()) dbPath = attnc::defaultTuningDbPath(input);
-  if (attnc::sameFile(dbPath, input)) return fail("refusing to overwrite the input file '" + input + "'");
+  // The database is checked like an output before any work: not a file the run reads (the input,
+  // below every import and -i file) nor a directory. TuningDb::update writes it.
+  attnc::OutputSet dbCheck;
+  auto check = [](const attnc::Status& st) { return st.ok() ? 0 : fail(st.message()); };
+  size_t dbIndex = 0;
+  if (int rc = check(dbCheck.protect(input, "the input file"))) return rc;
+  if (int rc = check(dbCheck.add(dbPath, "the tuning database", &dbIndex))) return rc;
 
   Tuner tu;
   tu.reps = reps;
   std::string err;
   if (!attnc::parseTarget(targetStr, &tu.target, &err)) return fail(err);
   if (!attnc::runFrontEnd(input, feOpts, std::cerr, &tu.fe)) return 1;
+  for (const auto& f : tu.fe.module->files)
+    if (int rc = check(dbCheck.protect(f->path, "the imported file"))) return rc;
+  for (const auto& [name, path] : inPaths)
+    if (int rc = check(dbCheck.protect(path, "the input file"))) return rc;
   if (kernelName.empty()) {
     if (tu.fe.module->kernels.size() != 1) return fail("the file has several kernels: pick one with --kernel=NAME");
     kernelName = tu.fe.module->kernels[0]->name;
@@ -527,12 +547,19 @@ int main(int argc, char** argv) {
     const std::string targetKey = attnc::tuningTargetKey(tu.target);
     const std::string bucket = attnc::bucketOf(tu.sizes);
     attnc::TuningEntry* entry = &db.upsert(variant, targetKey, bucket);
+    bool fresh = false; // the first save drops the database's measurements of the entry
     if (restart || entry->machine != machine || entry->rule != rule->name()) {
       if (!entry->tried.empty() && !restart)
         std::cout << "earlier measurements were on another machine or rule: starting afresh\n";
       entry->tried.clear();
       entry->baselines.clear();
+      fresh = true;
     }
+    auto save = [&](bool result) {
+      bool ok = saveEntry(dbPath, *entry, result, fresh, &err);
+      fresh = fresh && !ok;
+      return ok;
+    };
     entry->machine = machine, entry->rule = rule->name(), entry->sizes = tu.sizes;
 
     std::cout << "attn-tune " << variant << " on " << machine << "\n  target " << targetKey << "\n  sizes " << bucket
@@ -580,7 +607,7 @@ int main(int argc, char** argv) {
       ++measured;
       entry->tried[c.key()] = ms;
       entry->updated = nowIso();
-      if (!db.save(dbPath, &err)) throw std::runtime_error(err);
+      if (!save(false)) throw std::runtime_error(err);
       std::cout << "  [" << std::fixed << std::setprecision(1) << std::setw(6) << elapsed() << " s] " << c.str() << ": ";
       if (ms >= 0) std::cout << std::setprecision(3) << ms << " ms\n";
       else std::cout << "failed: " << why.substr(0, 300) << "\n";
@@ -662,7 +689,7 @@ int main(int argc, char** argv) {
     entry->timeMs = bestMs;
     entry->defaultMs = defaultMs;
     entry->updated = nowIso();
-    if (!db.save(dbPath, &err)) return fail(err);
+    if (!save(true)) return fail(err);
     std::cout << "search: " << measured << " measured, " << reused << " reused from the database"
               << (outOfTime ? ", stopped by the budget or --max-trials (run again to go on)" : ", converged") << "\n";
 
@@ -687,7 +714,7 @@ int main(int argc, char** argv) {
           why = e.what();
         }
         entry->baselines[name] = ms;
-        if (!db.save(dbPath, &err)) return fail(err);
+        if (!save(false)) return fail(err);
         if (ms < 0) std::cout << "  " << name << ": failed: " << why.substr(0, 300) << "\n";
       }
     }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -27,14 +28,32 @@ struct TuningEntry {
   std::string machine, updated;
 };
 
+// How TuningDb::merge combines one run's entry with the database's entry of the same key.
+struct MergeOptions {
+  // The run's result (params, online tile, times) replaces the database's. Without it only what
+  // was measured is merged: another run's finished result stays until this run has its own.
+  bool result = false;
+  // The run started afresh (--restart): the database's measurements of the entry are dropped.
+  bool forgetMeasurements = false;
+};
+
 struct TuningDb {
   std::vector<TuningEntry> entries;
 
   // Reads `path`; a missing file is an empty database. False with a message naming the file for
   // unreadable or malformed content (never a crash).
   static bool load(const std::string& path, TuningDb* out, std::string* err);
-  // Writes atomically (temporary file, then rename).
+  // Writes atomically (a unique temporary beside it, then a rename; attnc/output.h), replacing
+  // what is there: a database that other processes may write is changed with update().
   bool save(const std::string& path, std::string* err) const;
+  // Changes the database at `path` under an exclusive lock (flock on `path`.lock, a file kept
+  // beside it): re-reads it, applies `change` to what is on disk, writes it atomically. Two
+  // processes updating one database both keep their changes.
+  static bool update(const std::string& path, const std::function<void(TuningDb&)>& change, std::string* err);
+  // Merges one run's entry into the entry of the same key (added when missing). The measurements
+  // of both are kept, this run's where both measured a configuration, unless the database's
+  // were taken on another machine or for another rule.
+  void merge(const TuningEntry& mine, const MergeOptions& opts);
 
   TuningEntry* find(const std::string& variant, const std::string& target, const std::string& bucket);
   const TuningEntry* find(const std::string& variant, const std::string& target, const std::string& bucket) const;

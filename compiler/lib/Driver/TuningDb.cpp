@@ -1,11 +1,17 @@
 // The tuning database (attnc-tuning.json): load, look up, update and save attn-tune's results.
 #include "attnc/TuningDb.h"
+#include "attnc/output.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <cstdio>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -155,19 +161,56 @@ bool TuningDb::save(const std::string& path, std::string* err) const {
   llvm::raw_string_ostream os(text);
   os << llvm::formatv("{0:2}", root) << "\n";
   os.flush();
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f || !(f << text) || !f.flush()) {
-      std::remove(tmp.c_str());
-      return fail(err, path, "cannot write the tuning database");
-    }
+  Status st = write_file(path, text);
+  if (!st.ok()) *err = st.message();
+  return st.ok();
+}
+
+bool TuningDb::update(const std::string& path, const std::function<void(TuningDb&)>& change, std::string* err) {
+  // The lock is a file of its own: every write replaces the database's inode, and a lock on it
+  // would go with it.
+  const std::string lockPath = path + ".lock";
+  int fd = ::open(lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) return fail(err, path, "cannot open the lock file '" + lockPath + "': " + std::strerror(errno));
+  int rc;
+  while ((rc = ::flock(fd, LOCK_EX)) != 0 && errno == EINTR) {
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return fail(err, path, "cannot write the tuning database");
+  if (rc != 0) {
+    std::string why = std::strerror(errno);
+    ::close(fd);
+    return fail(err, path, "cannot lock '" + lockPath + "': " + why);
   }
-  return true;
+  TuningDb disk;
+  bool ok = load(path, &disk, err);
+  if (ok) {
+    change(disk);
+    ok = disk.save(path, err);
+  }
+  ::close(fd); // and with it the lock
+  return ok;
+}
+
+void TuningDb::merge(const TuningEntry& mine, const MergeOptions& opts) {
+  TuningEntry* e = find(mine.variant, mine.target, mine.bucket);
+  if (!e) {
+    entries.push_back(mine);
+    return;
+  }
+  const bool comparable = !opts.forgetMeasurements && e->machine == mine.machine && e->rule == mine.rule;
+  if (!comparable) {
+    e->tried.clear();
+    e->baselines.clear();
+    e->offline.clear();
+  }
+  for (const auto& [k, v] : mine.tried) e->tried[k] = v;
+  for (const auto& [k, v] : mine.baselines) e->baselines[k] = v;
+  for (const auto& [k, v] : mine.offline) e->offline[k] = v;
+  e->sizes = mine.sizes, e->rule = mine.rule, e->machine = mine.machine, e->updated = mine.updated;
+  if (opts.result || !comparable) {
+    e->params = mine.params;
+    e->onlineTile = mine.onlineTile;
+    e->timeMs = mine.timeMs, e->defaultMs = mine.defaultMs;
+  }
 }
 
 TuningEntry* TuningDb::find(const std::string& variant, const std::string& target, const std::string& bucket) {
