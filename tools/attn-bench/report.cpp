@@ -1,9 +1,10 @@
 // The summary table and the JSON report of an attn-bench run.
 #include "report.h"
 
+#include "attnc/output.h"
+
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
 namespace attn_bench {
@@ -147,12 +148,9 @@ bool writeJson(const std::string& path, const std::vector<CaseResult>& results, 
     j << "]}";
   }
   j << "\n  ]\n}\n";
-  std::ofstream f(path);
-  if (!(f << j.str())) {
-    *err = "cannot write " + path;
-    return false;
-  }
-  return true;
+  attnc::Status st = attnc::write_file(path, j.str());
+  if (!st.ok()) *err = st.message();
+  return st.ok();
 }
 
 } // namespace attn_bench

@@ -5,6 +5,7 @@
 #include "attnc/Transforms/Passes.h"
 #include "attnc/dsl/Interpreter.h"
 #include "attnc/npy.h"
+#include "attnc/output.h"
 #include "attnc/runtime.h"
 
 #include <algorithm>
@@ -92,13 +93,17 @@ std::string matchPaths(const std::string& kernel, const std::vector<std::string>
     if (std::find(outNames.begin(), outNames.end(), n) == outNames.end())
       return "kernel '" + kernel + "' has no output named '" + n + "'";
     if (!outPaths->emplace(n, p).second) return "output '" + n + "' is given twice";
-    for (auto& [in, ip] : *inPaths)
-      if (ip == p || attnc::sameFile(ip, p)) return "refusing to overwrite input file '" + ip + "' with output '" + n + "'";
   }
   for (const std::string& n : inNames)
     if (!inPaths->count(n)) return "missing --input " + n + "=FILE.npy";
   return "";
 }
+
+// The --output files, checked before any work and written together or not at all.
+struct OutputFiles {
+  attnc::OutputSet set;
+  std::map<std::string, size_t> file; // output name -> its file in `set`
+};
 
 // Prints `name: [shape]`, and for float outputs ` min .. max .. mean ..`.
 template <typename T> void summarise(const std::string& name, const std::vector<int64_t>& shape, bool isFloat, const T* data, int64_t count) {
@@ -119,7 +124,7 @@ template <typename T> void summarise(const std::string& name, const std::vector<
 
 // --reference: the checked kernel evaluated by the fp64 interpreter (no MLIR, no Halide).
 int runReference(const attnc::dsl::Module& m, const std::string& kernelName, const std::vector<std::pair<std::string, std::string>>& ins,
-                 const std::vector<std::pair<std::string, std::string>>& outs) {
+                 const std::vector<std::pair<std::string, std::string>>& outs, OutputFiles& files) {
   const attnc::dsl::Kernel* k = nullptr;
   if (!kernelName.empty()) {
     for (const auto& c : m.kernels)
@@ -163,18 +168,11 @@ int runReference(const attnc::dsl::Module& m, const std::string& kernelName, con
   std::vector<attnc::dsl::RefTensor> results;
   if (!attnc::dsl::interpret(*k, inputs, &results, &err)) return fail(k->name + ": " + err);
 
+  // Every file is staged before the first summary is printed: they appear together or not at all.
   for (size_t i = 0; i < results.size(); ++i) {
     const attnc::dsl::RefTensor& r = results[i];
     const std::string& n = outNames[i];
-    // The summary describes what is written: f32 outputs rounded to float32.
-    if (r.isInt) {
-      summarise(n, r.shape, false, r.data.data(), (int64_t)r.data.size());
-    } else {
-      std::vector<float> f(r.data.begin(), r.data.end());
-      summarise(n, r.shape, true, f.data(), (int64_t)f.size());
-    }
-    auto it = outPaths.find(n);
-    if (it != outPaths.end()) {
+    if (outPaths.count(n)) {
       std::vector<char> bytes(std::max<size_t>(r.data.size(), 1) * 4);
       for (size_t j = 0; j < r.data.size(); ++j) {
         if (r.isInt) {
@@ -188,10 +186,24 @@ int runReference(const attnc::dsl::Module& m, const std::string& kernelName, con
           std::memcpy(bytes.data() + 4 * j, &x, 4);
         }
       }
-      attnc::Status ws = attnc::write_npy(it->second, r.isInt ? attnc::DType::I32 : attnc::DType::F32, r.shape, bytes.data());
+      attnc::Status ws =
+          attnc::write_npy(files.set, files.file.at(n), r.isInt ? attnc::DType::I32 : attnc::DType::F32, r.shape, bytes.data());
       if (!ws.ok()) return fail(ws.message());
-      std::cout << " -> " << it->second;
     }
+  }
+  if (attnc::Status st = files.set.commit(); !st.ok()) return fail(st.message());
+  for (size_t i = 0; i < results.size(); ++i) {
+    const attnc::dsl::RefTensor& r = results[i];
+    const std::string& n = outNames[i];
+    // The summary describes what is written: f32 outputs rounded to float32.
+    if (r.isInt) {
+      summarise(n, r.shape, false, r.data.data(), (int64_t)r.data.size());
+    } else {
+      std::vector<float> f(r.data.begin(), r.data.end());
+      summarise(n, r.shape, true, f.data(), (int64_t)f.size());
+    }
+    auto it = outPaths.find(n);
+    if (it != outPaths.end()) std::cout << " -> " << it->second;
     std::cout << "\n";
   }
   std::cerr << "reference: fp64 interpreter\n";
@@ -201,6 +213,7 @@ int runReference(const attnc::dsl::Module& m, const std::string& kernelName, con
 } // namespace
 
 int main(int argc, char** argv) {
+  attnc::install_cleanup_handlers();
   std::string input, targetStr = "host", schedule = "auto", kernelName;
   std::vector<std::pair<std::string, std::string>> ins, outs;
   attnc::dsl::FrontEndOptions feOpts;
@@ -265,7 +278,23 @@ int main(int argc, char** argv) {
 
   attnc::FrontEnd fe;
   if (!attnc::runFrontEnd(input, feOpts, std::cerr, &fe)) return 1;
-  if (reference) return runReference(*fe.module, kernelName, ins, outs);
+  // No output may be a file the run reads (the kernel source, an import, an input), another
+  // output or a directory: all checked before any work.
+  OutputFiles files;
+  {
+    attnc::Status st = files.set.protect(input, "the kernel source");
+    for (const auto& f : fe.module->files)
+      if (st.ok()) st = files.set.protect(f->path, "the imported file");
+    for (const auto& [n, p] : ins)
+      if (st.ok()) st = files.set.protect(p, "input file");
+    for (const auto& [n, p] : outs) {
+      size_t i = 0;
+      if (st.ok()) st = files.set.add(p, "output '" + n + "'", &i);
+      files.file.emplace(n, i);
+    }
+    if (!st.ok()) return fail(st.message());
+  }
+  if (reference) return runReference(*fe.module, kernelName, ins, outs, files);
   mlir::MLIRContext ctx;
   auto module = attnc::generateMLIR(ctx, fe, std::cerr);
   if (!module) return 1;
@@ -351,6 +380,14 @@ int main(int argc, char** argv) {
     // GPU results stay on the device until asked for (a no-op on CPU targets).
     for (Halide::Buffer<>& b : outBufs) b.copy_to_host();
 
+    // Every file is staged before the first summary is printed: they appear together or not at all.
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const std::string& n = lk.outputNames[i];
+      if (!outPaths.count(n)) continue;
+      attnc::Status ws = attnc::write_npy(files.set, files.file.at(n), outViews[i].dtype, shapes[i], outData[i].data());
+      if (!ws.ok()) return fail(ws.message());
+    }
+    if (attnc::Status st = files.set.commit(); !st.ok()) return fail(st.message());
     for (size_t i = 0; i < shapes.size(); ++i) {
       const std::string& n = lk.outputNames[i];
       if (lk.outputIsFloat[i])
@@ -358,11 +395,7 @@ int main(int argc, char** argv) {
       else
         summarise(n, shapes[i], false, reinterpret_cast<const int32_t*>(outData[i].data()), outViews[i].numel());
       auto it = outPaths.find(n);
-      if (it != outPaths.end()) {
-        attnc::Status ws = attnc::write_npy(it->second, outViews[i].dtype, shapes[i], outData[i].data());
-        if (!ws.ok()) return fail(ws.message());
-        std::cout << " -> " << it->second;
-      }
+      if (it != outPaths.end()) std::cout << " -> " << it->second;
       std::cout << "\n";
     }
     if (tileStats) {

@@ -3,6 +3,7 @@
 #include "attnc/Schedule.h"
 #include "attnc/TuningDb.h"
 #include "attnc/Transforms/Passes.h"
+#include "attnc/output.h"
 
 #include "mlir/IR/AsmState.h"
 #include "llvm/Support/raw_ostream.h"
@@ -12,7 +13,6 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
-#include <unistd.h>
 
 namespace {
 
@@ -59,38 +59,31 @@ std::string slurp(const std::string& path) {
   return s.str();
 }
 
-// Writes through a temporary file and a rename so an interrupted run never leaves half a file.
-bool writeFileAtomically(const std::string& path, const std::string& data, std::string* err) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out || !(out << data) || !(out.flush())) {
-      *err = "cannot write '" + path + "'";
-      std::remove(tmp.c_str());
-      return false;
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    *err = "cannot write '" + path + "'";
-    std::remove(tmp.c_str());
-    return false;
-  }
-  return true;
-}
+// Every file of the run (-o's, or --emit=lib's three, and --depfile's) in one set: checked
+// before any work, then put in place together or not at all.
+struct Outputs {
+  attnc::OutputSet set;
+  std::vector<size_t> out; // -o's files
+  size_t dep = 0;          // --depfile's
 
-// Text stages go to stdout, or atomically to -o when given.
-int emitText(const std::string& text, const std::string& outPath) {
-  if (outPath.empty()) {
-    std::cout << text;
-    return 0;
+  // Stages data[i] as -o's i-th file (prints it without -o), then commits the whole set.
+  int finish(const std::vector<std::string>& data) {
+    attnc::Status st = attnc::Status::Ok();
+    if (out.empty()) {
+      for (const std::string& d : data) std::cout << d;
+    } else {
+      for (size_t i = 0; i < out.size() && st.ok(); ++i) st = set.append(out[i], data.at(i));
+    }
+    if (st.ok()) st = set.commit();
+    return st.ok() ? 0 : fail(st.message());
   }
-  std::string err;
-  return writeFileAtomically(outPath, text, &err) ? 0 : fail(err);
-}
+  int finish(const std::string& text) { return finish(std::vector<std::string>{text}); }
+};
 
 } // namespace
 
 int main(int argc, char** argv) {
+  attnc::install_cleanup_handlers();
   std::string input, emit = "mlir", outPath, targetStr = "host", schedule = "auto", kernelName, fnName;
   attnc::dsl::FrontEndOptions feOpts;
   attnc::dsl::SemaOptions& sema = feOpts.sema;
@@ -189,36 +182,45 @@ int main(int argc, char** argv) {
     Halide::Target target;
     std::string err;
     if (!attnc::parseTarget(targetStr, &target, &err)) return fail(err);
-    char tmpl[] = "/tmp/attnc.XXXXXX";
-    if (!mkdtemp(tmpl)) return fail("cannot create a temporary directory");
-    std::string tmp = tmpl;
+    Outputs outs;
+    outs.out.emplace_back();
+    if (attnc::Status st = outs.set.add(outPath + ".a", "the output", &outs.out[0]); !st.ok()) return fail(st.message());
+    attnc::TempDir tmp;
+    if (attnc::Status st = tmp.create("attnc"); !st.ok()) return fail(st.message());
     try {
-      Halide::compile_standalone_runtime({{Halide::OutputFileType::static_library, tmp + "/runtime.a"}}, target);
+      Halide::compile_standalone_runtime({{Halide::OutputFileType::static_library, tmp.path() + "/runtime.a"}}, target);
     } catch (const Halide::Error& e) {
-      std::system(("rm -rf '" + tmp + "'").c_str());
       return fail(std::string("Halide: ") + e.what());
     }
-    bool ok = writeFileAtomically(outPath + ".a", slurp(tmp + "/runtime.a"), &err);
-    std::system(("rm -rf '" + tmp + "'").c_str());
-    return ok ? 0 : fail(err);
+    return outs.finish(slurp(tmp.path() + "/runtime.a"));
   }
   if (input.empty()) return fail(std::string("no input file\n") + kUsage);
   if ((emit == "obj" || emit == "lib") && outPath.empty()) return fail("--emit=" + emit + " needs -o PATH");
-  if (!outPath.empty()) {
-    // Compare files, not spellings: `./x.attn`, an absolute path or a link name the same file.
-    for (const std::string& candidate : {outPath, outPath + ".a", outPath + ".h", outPath + ".attnc.h"})
-      if (attnc::sameFile(candidate, input)) return fail("refusing to overwrite the input file '" + input + "'");
+  // Every file this run writes is checked before any work: none may be a file it reads (the
+  // input, the tuning database, and below every import), another of its outputs or a directory.
+  Outputs outs;
+  auto check = [](const attnc::Status& st) { return st.ok() ? 0 : fail(st.message()); };
+  if (int rc = check(outs.set.protect(input, "the input file"))) return rc;
+  if (tuningDbPath != "none") {
+    std::string db = tuningDbPath.empty() ? attnc::defaultTuningDbPath(input) : tuningDbPath;
+    if (int rc = check(outs.set.protect(db, "the tuning database"))) return rc;
   }
-  if (!depfile.empty() && attnc::sameFile(depfile, input)) return fail("refusing to overwrite the input file '" + input + "'");
+  if (!outPath.empty()) {
+    std::vector<std::string> files{outPath};
+    if (emit == "lib") files = {outPath + ".a", outPath + ".h", outPath + ".attnc.h"};
+    for (const std::string& f : files) {
+      outs.out.emplace_back();
+      if (int rc = check(outs.set.add(f, "the output", &outs.out.back()))) return rc;
+    }
+  }
+  if (!depfile.empty()) {
+    if (int rc = check(outs.set.add(depfile, "the dependency file", &outs.dep))) return rc;
+  }
 
   attnc::FrontEnd fe;
   if (!attnc::runFrontEnd(input, feOpts, std::cerr, &fe)) return 1;
-  // Nor any file it imports: a source the user wrote is never replaced.
-  for (const auto& f : fe.module->files) {
-    for (const std::string& candidate : {outPath, outPath + ".a", outPath + ".h", outPath + ".attnc.h", depfile})
-      if (!candidate.empty() && attnc::sameFile(candidate, f->path))
-        return fail("refusing to overwrite the imported file '" + f->path + "'");
-  }
+  for (const auto& f : fe.module->files)
+    if (int rc = check(outs.set.protect(f->path, "the imported file"))) return rc;
   if (!depfile.empty()) {
     // Make syntax: spaces in paths are escaped; the rule names the first artefact.
     auto esc = [](const std::string& p) {
@@ -234,7 +236,7 @@ int main(int argc, char** argv) {
     std::string db = tuningDbPath.empty() ? attnc::defaultTuningDbPath(input) : tuningDbPath;
     if (tuningDbPath != "none" && !explicitSchedule && std::ifstream(db)) text += " " + esc(db);
     text += "\n";
-    if (int rc = emitText(text, depfile)) return rc;
+    if (int rc = check(outs.set.append(outs.dep, text))) return rc;
   }
   if (!kernelName.empty()) {
     // Checked for every stage, so a misspelt --kernel never passes silently.
@@ -245,7 +247,7 @@ int main(int argc, char** argv) {
   if (emit == "ast") {
     std::ostringstream os;
     attnc::dsl::printModule(os, *fe.module);
-    return emitText(os.str(), outPath);
+    return outs.finish(os.str());
   }
 
   // The tuning database: attn-tune's knobs for this kernel, target and size bucket.
@@ -300,7 +302,7 @@ int main(int argc, char** argv) {
     std::string s;
     llvm::raw_string_ostream os(s);
     module->print(os, mlir::OpPrintingFlags().enableDebugInfo(false));
-    return emitText(s, outPath);
+    return outs.finish(s);
   }
 
   Halide::Target target;
@@ -312,7 +314,7 @@ int main(int argc, char** argv) {
   try {
     attnc::LoweredKernel lk = attnc::lowerToHalide(kernel);
     if (!fnName.empty()) lk.name = fnName;
-    if (emit == "halide") return emitText(attnc::printAlgorithm(lk), outPath);
+    if (emit == "halide") return outs.finish(attnc::printAlgorithm(lk));
     std::string applied;
     if (tuned) {
       // An entry from another attnc (or rule) may not fit any more: say so, keep the default.
@@ -343,10 +345,9 @@ int main(int argc, char** argv) {
     if (!scheduleParams.empty()) applied += " (" + scheduleParams.str() + (tuned ? ", tuned: " + tunedFrom : std::string()) + ")";
     Halide::Pipeline p = lk.pipeline();
     std::vector<Halide::Argument> args = lk.arguments();
-    char tmpl[] = "/tmp/attnc.XXXXXX";
-    if (!mkdtemp(tmpl)) return fail("cannot create a temporary directory");
-    std::string tmp = tmpl;
-    auto cleanup = [&] { std::system(("rm -rf '" + tmp + "'").c_str()); };
+    attnc::TempDir tmpDir;
+    if (int rc = check(tmpDir.create("attnc"))) return rc;
+    const std::string& tmp = tmpDir.path();
 
     if (emit == "stmt" || emit == "llvm" || emit == "asm") {
       std::string f = tmp + "/out";
@@ -355,41 +356,32 @@ int main(int argc, char** argv) {
       else p.compile_to_assembly(f, args, lk.name, target);
       std::string text = "# schedule: " + applied + "\n" + slurp(f);
       if (emit != "stmt") text = slurp(f);
-      cleanup();
-      return emitText(text, outPath);
+      return outs.finish(text);
     }
     if (emit == "ptx") {
       // The device code Halide embeds in the host object: one PTX module per kernel, every GPU
       // loop nest an entry. Without a CUDA target there is none, which is an error, not empty output.
       if (!target.has_feature(Halide::Target::CUDA)) {
-        cleanup();
         return fail("--emit=ptx needs a CUDA target, e.g. --target=x86-64-linux-cuda-cuda_capability_80");
       }
       std::string f = tmp + "/out.ptx";
       p.compile_to({{Halide::OutputFileType::device_code, f}}, args, lk.name, target);
       std::string text = slurp(f);
-      cleanup();
       if (text.find(".entry") == std::string::npos)
         return fail("kernel '" + lk.name + "' has no GPU code for " + target.to_string() + " (schedule: " + applied + ")");
-      return emitText(text, outPath);
+      return outs.finish(text);
     }
     if (emit == "obj") {
       std::string f = tmp + "/out.o";
       p.compile_to_object(f, args, lk.name, target);
-      bool ok = writeFileAtomically(outPath, slurp(f), &err);
-      cleanup();
-      return ok ? 0 : fail(err);
+      return outs.finish(slurp(f));
     }
     // lib: <prefix>.a (kernel + Halide runtime), <prefix>.h (Halide's C API), <prefix>.attnc.h.
     std::string base = outPath.substr(outPath.find_last_of('/') + 1);
     p.compile_to_static_library(tmp + "/" + base, args, lk.name, target);
     std::string header = slurp(tmp + "/" + base + ".h");
     std::string desc = attnc::runtimeDescriptorHeader(lk, base + ".h", targetStr, target, input, described);
-    bool ok = writeFileAtomically(outPath + ".a", slurp(tmp + "/" + base + ".a"), &err) &&
-              writeFileAtomically(outPath + ".h", header, &err) &&
-              writeFileAtomically(outPath + ".attnc.h", desc, &err);
-    cleanup();
-    return ok ? 0 : fail(err);
+    return outs.finish({slurp(tmp + "/" + base + ".a"), header, desc});
   } catch (const Halide::Error& e) {
     return fail(std::string("Halide: ") + e.what());
   } catch (const std::exception& e) {
