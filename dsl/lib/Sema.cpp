@@ -1,6 +1,8 @@
 // Semantic analysis of .attn kernels: every rule here has a diagnostic with a source location.
 #include "attnc/dsl/Sema.h"
 
+#include "attnc/dsl/Names.h"
+
 #include <cmath>
 #include <algorithm>
 #include <cctype>
@@ -1340,6 +1342,9 @@ bool analyze(Module& m, DiagEngine& diags, const SemaOptions& opts) {
   std::set<std::string> names;
   for (auto& k : m.kernels) {
     if (!names.insert(k->name).second) diags.error(k->loc, "redefinition of kernel '" + k->name + "'");
+    if (std::string why = reservedSymbolReason(k->name); !why.empty())
+      diags.error(k->nameLoc, "kernel name '" + k->name + "' is reserved: " + why +
+                                  " (a compiled kernel is a C function of its name)");
     KernelSema(*k, diags, opts, functions).run();
   }
   // A -D must name a constant of some kernel in the file: a typo must not pass silently.

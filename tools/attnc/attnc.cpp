@@ -3,6 +3,7 @@
 #include "attnc/Schedule.h"
 #include "attnc/TuningDb.h"
 #include "attnc/Transforms/Passes.h"
+#include "attnc/dsl/Names.h"
 
 #include "mlir/IR/AsmState.h"
 #include "llvm/Support/raw_ostream.h"
@@ -132,6 +133,8 @@ int main(int argc, char** argv) {
       bool ok = !fnName.empty() && !std::isdigit((unsigned char)fnName[0]);
       for (char c : fnName) ok &= std::isalnum((unsigned char)c) || c == '_';
       if (!ok) return fail("--function-name must be a C identifier, got '" + fnName + "'");
+      if (std::string why = attnc::dsl::reservedSymbolReason(fnName); !why.empty())
+        return fail("--function-name '" + fnName + "' is reserved: " + why);
     } else if (a.rfind("--sizes=", 0) == 0) {
       std::string err;
       if (!attnc::parseSizes(value("--sizes"), &passOpts.estimates, &err)) return fail(err);

@@ -154,7 +154,8 @@ struct ConstDecl {
 
 struct Kernel {
   std::string name;
-  Loc loc;
+  Loc loc;     // the `kernel` keyword
+  Loc nameLoc; // the kernel's name
   std::vector<std::unique_ptr<TensorDecl>> inputs, outputs;
   std::vector<ConstDecl> consts;
   // `require cond, "message"`: a condition on sizes and constants. One that uses only constants
