@@ -347,7 +347,14 @@ int main(int argc, char** argv) {
       outBufs.push_back(wrap(outViews.back()));
     }
     Halide::Pipeline p = lk.pipeline();
-    p.realize(Halide::Realization(outBufs), target);
+    try {
+      p.realize(Halide::Realization(outBufs), target);
+    } catch (const Halide::RuntimeError& e) {
+      // In the DSL's terms (tensor names, DSL dimensions), as attnc::call reports AOT kernels.
+      std::string msg = e.what(), why = attnc::explain_halide_error(desc, msg);
+      if (msg.rfind("Error: ", 0) == 0) msg = msg.substr(7);
+      return fail(lk.name + ": " + (why.empty() ? attnc::tidy_halide_message(msg) : why));
+    }
     // GPU results stay on the device until asked for (a no-op on CPU targets).
     for (Halide::Buffer<>& b : outBufs) b.copy_to_host();
 

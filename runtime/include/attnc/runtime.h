@@ -160,6 +160,14 @@ std::string describe_halide_error(int code);
 // message unchanged.
 std::string tidy_halide_message(const std::string& msg);
 
+// Halide's message for a failed call of kernel `k`, in the DSL's terms, or "" when it is not one
+// that names the kernel's tensors: bounds errors ("Input buffer k is accessed at -32, which is
+// before the min (0) in dimension 1", with Halide's dimensions counted from the innermost) become
+// "input 'k' dimension 2 (Nk) is read at -32, before its first index 0"; so do constraint,
+// rank, extent and buffer size errors, failed requirements (their own message) and gathers out
+// of range. call() and attn-run report with it.
+std::string explain_halide_error(const KernelDesc& k, const std::string& msg);
+
 // Whether a CUDA driver and at least one device are present (loads libcuda.so.1 and asks it; the
 // answer is cached). When not, `why` says what is missing. call() checks this before running a
 // CUDA kernel, so a machine without a GPU gets "no CUDA device" rather than a driver error.
