@@ -239,7 +239,9 @@ int main(int argc, char** argv) {
       std::string t = a.substr(14);
       char* end = nullptr;
       long v = t.empty() ? 0 : std::strtol(t.c_str(), &end, 10);
-      if (t.empty() || *end || v <= 0 || v > 65536) return fail("--online-tile expects a key count in 1..65536, got '" + t + "'");
+      if (t.empty() || *end || v < attnc::kMinOnlineTile || v > attnc::kMaxOnlineTile)
+        return fail("--online-tile expects a key count in " + std::to_string(attnc::kMinOnlineTile) + ".." +
+                    std::to_string(attnc::kMaxOnlineTile) + ", got '" + t + "'");
       passOpts.onlineTile = v;
     } else if (a == "--reference") {
       reference = true;

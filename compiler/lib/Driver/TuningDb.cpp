@@ -1,6 +1,8 @@
 // The tuning database (attnc-tuning.json): load, look up, update and save attn-tune's results.
 #include "attnc/TuningDb.h"
 
+#include "attnc/Transforms/Passes.h"
+
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
@@ -88,7 +90,9 @@ bool TuningDb::load(const std::string& path, TuningDb* out, std::string* err) {
     str("machine", &e.machine, false);
     str("updated", &e.updated, false);
     if (auto t = o->getInteger("online_tile")) {
-      if (*t < 0 || *t > 65536) return fail(err, path, where + "online_tile must be in 0..65536");
+      if (*t != 0 && (*t < kMinOnlineTile || *t > kMaxOnlineTile))
+        return fail(err, path, where + "online_tile must be 0 (the default) or in " + std::to_string(kMinOnlineTile) + ".." +
+                                   std::to_string(kMaxOnlineTile));
       e.onlineTile = (int)*t;
     }
     if (auto t = o->getNumber("time_ms")) e.timeMs = *t;
