@@ -276,6 +276,7 @@ int main(int argc, char** argv) {
   Halide::Target target;
   std::string err;
   if (!attnc::parseTarget(targetStr, &target, &err)) return fail(err);
+  if (!attnc::checkJitTarget(target, &err)) return fail(err);
 
   std::string why;
   if (target.has_feature(Halide::Target::CUDA) && !attnc::cuda_device_available(&why))

@@ -508,6 +508,7 @@ int main(int argc, char** argv) {
   if (!attnc::TuningDb::load(dbPath, &db, &err)) return fail(err);
   const std::string machine = machineName();
 
+  if (!tu.target.has_gpu_feature() && !attnc::checkJitTarget(tu.target, &err)) return fail(err);
   if (tu.target.has_gpu_feature()) {
     tu.kernelName = kernelName;
     tu.sizes = sizes;

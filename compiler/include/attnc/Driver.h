@@ -45,6 +45,11 @@ attn::KernelOp selectKernel(mlir::ModuleOp m, const std::string& name, std::ostr
 // target string such as x86-64-linux-avx2-fma.
 bool parseTarget(const std::string& s, Halide::Target* t, std::string* err);
 
+// Whether code for `t` can run here, as JIT compilation (attn-run, attn-tune) needs: the host's
+// architecture, bit width and OS, and no instruction set the host CPU lacks. False with a message
+// that names the difference; compiling ahead of time for another machine stays allowed.
+bool checkJitTarget(const Halide::Target& t, std::string* err);
+
 // The target as the tuning database keys it: the architecture and CPU/GPU features, without the
 // features that only change how code is packaged or checked (no_runtime, jit, profile, ...).
 std::string tuningTargetKey(const Halide::Target& t);

@@ -191,6 +191,28 @@ std::string tuningTargetKey(const Halide::Target& t) {
   return k.to_string();
 }
 
+bool checkJitTarget(const Halide::Target& t, std::string* err) {
+  using F = Halide::Target::Feature;
+  const Halide::Target host = Halide::get_host_target();
+  auto hostName = [&] { return " (this machine is " + host.to_string() + "); compile it ahead of time with attnc --emit=lib instead"; };
+  if (t.arch != host.arch || t.bits != host.bits || t.os != host.os) {
+    *err = "target '" + t.to_string() + "' cannot run here" + hostName();
+    return false;
+  }
+  // Instruction sets: code using one the CPU lacks dies of SIGILL.
+  static const F kIsa[] = {F::SSE41, F::AVX, F::AVX2, F::AVXVNNI, F::FMA, F::FMA4, F::F16C, F::AVX512, F::AVX512_KNL,
+                           F::AVX512_Skylake, F::AVX512_Cannonlake, F::AVX512_SapphireRapids, F::AVX512_Zen4,
+                           F::AVX512_Zen5, F::AVX10_1, F::X86APX, F::ARMv7s, F::VSX, F::POWER_ARCH_2_07, F::SVE,
+                           F::SVE2, F::ARMDotProd, F::ARMFp16, F::RVV, F::ARMv81a, F::ARMv82a, F::ARMv83a, F::ARMv84a,
+                           F::ARMv85a, F::ARMv86a, F::ARMv87a, F::ARMv88a, F::ARMv89a};
+  for (F f : kIsa)
+    if (t.has_feature(f) && !host.has_feature(f)) {
+      *err = "target '" + t.to_string() + "' uses " + Halide::Target::feature_to_name(f) + ", which this CPU lacks" + hostName();
+      return false;
+    }
+  return true;
+}
+
 bool parseTarget(const std::string& s, Halide::Target* t, std::string* err) {
   if (s == "host") {
     *t = Halide::get_host_target();
