@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <new>
 #include <utility>
 
 namespace attnc {
@@ -371,7 +372,15 @@ Status read_npy(const std::string& path, NpyArray* out) {
                              " data bytes of shape " + shape_str(shape));
     }
 
-    std::vector<char> data(nbytes);
+    // A file larger than this machine's memory (a sparse one, say) is refused before allocating.
+    s = check_memory(path + ": the data", nbytes);
+    if (!s.ok()) return s;
+    std::vector<char> data;
+    try {
+        data.resize(nbytes);
+    } catch (const std::bad_alloc&) {
+        return Status::Error(path + ": cannot allocate " + std::to_string(nbytes) + " bytes for the data");
+    }
     if (nbytes > 0 && std::fread(data.data(), 1, nbytes, f.get()) != nbytes) {
         return Status::Error(path + ": read error: " + std::strerror(errno));
     }

@@ -3,10 +3,13 @@
 
 #include <HalideRuntime.h>
 #include <dlfcn.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -336,7 +339,8 @@ Status check_view_basics(const KernelDesc& k, const char* kind, const ParamDesc&
     return Status::Ok();
 }
 
-// Halide's halide_dimension_t stores min/extent/stride as int32.
+// Halide's halide_dimension_t stores min/extent/stride as int32, and a kernel addresses at most
+// 2^31 - 1 elements of a buffer.
 Status check_halide_limits(const KernelDesc& k, const char* kind, const ParamDesc& p,
                            const TensorView& v) {
     constexpr int64_t lo = std::numeric_limits<int32_t>::min();
@@ -353,6 +357,12 @@ Status check_halide_limits(const KernelDesc& k, const char* kind, const ParamDes
                                  std::to_string(v.strides[d]) +
                                  ", which exceeds Halide's 32-bit limit");
         }
+    }
+    if (v.numel() > hi) {
+        return Status::Error(std::string(kname(k)) + ": " + label(kind, p) + " has " +
+                             std::to_string(v.numel()) +
+                             " elements, more than a kernel can address (2147483647, Halide's "
+                             "32-bit indexing)");
     }
     return Status::Ok();
 }
@@ -687,6 +697,43 @@ std::string describe_halide_error(int code) {
         if (e.code == code) return std::string("halide_error_code_") + e.name + ": " + e.what;
     }
     return "unknown Halide error";
+}
+
+uint64_t memory_limit_bytes() {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t limit = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && (limit == 0 || rl.rlim_cur < limit))
+        limit = static_cast<uint64_t>(rl.rlim_cur);
+    return limit;
+}
+
+Status check_memory(const std::string& what, uint64_t bytes) {
+    const uint64_t limit = memory_limit_bytes();
+    if (limit == 0 || bytes <= limit) return Status::Ok();
+    auto gib = [](uint64_t b) {
+        char s[64];
+        std::snprintf(s, sizeof s, "%.1f GiB", static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0));
+        return std::string(s);
+    };
+    return Status::Error(what + " needs " + std::to_string(bytes) + " bytes (" + gib(bytes) +
+                         "), more than this machine's memory (" + gib(limit) + ")");
+}
+
+Status check_tensor_size(const std::string& what, DType dtype, const std::vector<int64_t>& shape) {
+    uint64_t n = 1;
+    bool over = false;
+    for (int64_t d : shape) {
+        if (d <= 0) return Status::Ok();  // empty: nothing to allocate or address
+        over |= __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n);
+    }
+    std::string dims;
+    for (size_t i = 0; i < shape.size(); ++i) dims += (i ? ", " : "") + std::to_string(shape[i]);
+    if (over || n > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
+        return Status::Error(what + " [" + dims + "] has " + (over ? std::string("more than 2^64") : std::to_string(n)) +
+                             " elements, more than a kernel can address (2147483647, Halide's 32-bit indexing)");
+    }
+    return check_memory(what + " [" + dims + "]", n * dtype_size(dtype));
 }
 
 bool cuda_device_available(std::string* why) {

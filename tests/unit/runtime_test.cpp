@@ -927,6 +927,21 @@ TEST(CallTest, KernelErrorsAreExplained) {
               "memory outside a buffer passed in): an unknown failure");
 }
 
+TEST(LimitsTest, TensorSizes) {
+    EXPECT_TRUE(check_tensor_size("output 'o'", DType::F32, {1024, 1024}).ok());
+    EXPECT_TRUE(check_tensor_size("output 'o'", DType::F32, {0, int64_t(1) << 40}).ok()); // empty
+    EXPECT_EQ(check_tensor_size("output 'o'", DType::F32, {65536, 65536}).message(),
+              "output 'o' [65536, 65536] has 4294967296 elements, more than a kernel can address (2147483647, Halide's 32-bit "
+              "indexing)");
+    EXPECT_THAT(check_tensor_size("input 'x'", DType::I32, {int64_t(1) << 40, int64_t(1) << 40}).message(),
+                HasSubstr("has more than 2^64 elements"));
+    ASSERT_GT(memory_limit_bytes(), 0u);
+    EXPECT_TRUE(check_memory("x", 1).ok());
+    EXPECT_THAT(check_memory("input 'x'", memory_limit_bytes() + 1).message(),
+                ::testing::MatchesRegex("input 'x' needs [0-9]+ bytes \\([0-9.]+ GiB\\), more than this machine's memory "
+                                        "\\([0-9.]+ GiB\\)"));
+}
+
 TEST(CallTest, ErrorTableCoversEveryCode) {
     // Every code in HalideRuntime.h has a distinct, explained entry.
     std::set<std::string> seen;

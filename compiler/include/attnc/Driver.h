@@ -35,7 +35,8 @@ mlir::OwningOpRef<mlir::ModuleOp> generateMLIR(mlir::MLIRContext& ctx, const Fro
 // Runs attnc's dialect passes (attnc::runPassPipeline) with diagnostics routed to `err`.
 bool runPasses(mlir::ModuleOp module, const PipelineOptions& opts, std::ostream& err);
 
-// Parses "NAME=VALUE,NAME=VALUE" (positive integers) into `out`; false with a message otherwise.
+// Parses "NAME=VALUE,NAME=VALUE" (integers in 1..2^31-1, as tensor extents are) into `out`; false
+// with a message otherwise.
 bool parseSizes(const std::string& s, std::map<std::string, int64_t>* out, std::string* err);
 
 // Picks kernel `name` (or the only one) from the module; prints an error and returns null otherwise.

@@ -69,6 +69,10 @@ bool parseSizes(const std::string& s, std::map<std::string, int64_t>* out, std::
       *err = "--sizes expects NAME=VALUE,... with positive integer values, got '" + item + "'";
       return false;
     }
+    if (std::stoll(value) > 2147483647) {
+      *err = "--sizes: " + item + " is more than 2147483647, the largest extent of a tensor dimension";
+      return false;
+    }
     (*out)[name] = std::stoll(value);
     any = true;
   }
