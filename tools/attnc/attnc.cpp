@@ -10,6 +10,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -77,6 +78,12 @@ bool writeFileAtomically(const std::string& path, const std::string& data, std::
     return false;
   }
   return true;
+}
+
+// Without opening it: opening a FIFO for reading waits for a writer.
+bool pathExists(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::exists(std::filesystem::status(path, ec));
 }
 
 // Text stages go to stdout, or atomically to -o when given.
@@ -237,7 +244,7 @@ int main(int argc, char** argv) {
     for (const auto& f : fe.module->files) text += " " + esc(f->path);
     // A retuned database rebuilds the kernel (one created after this build is not noticed).
     std::string db = tuningDbPath.empty() ? attnc::defaultTuningDbPath(input) : tuningDbPath;
-    if (tuningDbPath != "none" && !explicitSchedule && std::ifstream(db)) text += " " + esc(db);
+    if (tuningDbPath != "none" && !explicitSchedule && pathExists(db)) text += " " + esc(db);
     text += "\n";
     if (int rc = emitText(text, depfile)) return rc;
   }
@@ -262,7 +269,8 @@ int main(int argc, char** argv) {
     bool named = !tuningDbPath.empty() && tuningDbPath != "none";
     std::string path = named ? tuningDbPath : tuningDbPath == "none" ? "" : attnc::defaultTuningDbPath(input);
     if (!path.empty() && !explicitSchedule) {
-      if (named && !std::ifstream(path)) return fail("cannot read the tuning database '" + path + "'");
+      // exists(), not opening it: a FIFO would block here (TuningDb::load refuses it).
+      if (named && !pathExists(path)) return fail("cannot read the tuning database '" + path + "'");
       if (!attnc::TuningDb::load(path, &db, &err)) return fail(err);
       std::string kname = kernelName;
       if (kname.empty() && fe.module->kernels.size() == 1) kname = fe.module->kernels[0]->name;
