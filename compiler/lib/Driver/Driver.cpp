@@ -152,9 +152,13 @@ int64_t sizeOf(const std::string& dim, const std::map<std::string, int64_t>& siz
   while (pos <= dim.size()) {
     size_t star = dim.find('*', pos);
     std::string f = dim.substr(pos, star == std::string::npos ? std::string::npos : star - pos);
-    if (!f.empty() && std::isdigit((unsigned char)f[0])) v *= std::stoll(f);
-    else if (sizes.count(f)) v *= sizes.at(f);
+    int64_t x = 0;
+    if (!f.empty() && std::isdigit((unsigned char)f[0])) x = std::stoll(f);
+    else if (sizes.count(f)) x = sizes.at(f);
     else throw std::runtime_error("the autoscheduler needs every size as an estimate: --sizes has no value for '" + f + "' (" + what + ")");
+    // Halide's estimates are 32-bit extents, as a tensor's dimensions are.
+    if (__builtin_mul_overflow(v, x, &v) || v > 2147483647)
+      throw std::runtime_error("the autoscheduler's estimate of " + what + " (" + dim + ") is more than 2147483647 at these --sizes");
     if (star == std::string::npos) break;
     pos = star + 1;
   }
