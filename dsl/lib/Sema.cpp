@@ -284,6 +284,7 @@ private:
   std::set<const IndexDecl*> badRange_; // indices whose explicit range was rejected
   std::map<std::string, std::string> spelled_; // fresh name of an expanded binder -> its spelling
   std::set<std::string> overflowChecks_;       // conditions of the generated 32-bit requirements
+  std::map<const Expr*, Bounds> letBounds_;    // bounds() of `let` values, per definition
 
   // How diagnostics name an index: as the source spells it, not as renamed by an expansion.
   const std::string& shown(const std::string& n) const {
@@ -704,6 +705,7 @@ private:
     def.tensor = target;
     current_ = nullptr;
     // Every index range is settled now, so subscripts can be bounded.
+    letBounds_.clear();
     checkSubscripts(*def.rhs);
   }
 
@@ -899,7 +901,12 @@ private:
         a.terms[e.name] = 1;
         return {a, a};
       }
-      if (e.identKind == IdentKind::Let && e.let) return bounds(*e.let->args[0]);
+      if (e.identKind == IdentKind::Let && e.let) {
+        // A `let` value may be large and used many times: bounded once.
+        auto it = letBounds_.find(e.let);
+        if (it == letBounds_.end()) it = letBounds_.emplace(e.let, bounds(*e.let->args[0])).first;
+        return it->second;
+      }
       if (e.identKind == IdentKind::Index && e.index && e.index->range)
         return {bounds(*e.index->range->lo).lo, sum(bounds(*e.index->range->hi).hi, constant(-1))};
       return {};
@@ -998,12 +1005,13 @@ private:
     const Expr& sub = *read.args[d];
     const TensorDecl& t = *read.tensor;
     Bounds b = bounds(sub);
-    std::string where = "subscript " + std::to_string(d) + " of '" + read.name + "', " + exprToString(sub);
+    // Printed only for a message: subscripts of large expanded kernels are long.
+    auto where = [&] { return "subscript " + std::to_string(d) + " of '" + read.name + "', " + exprToString(sub); };
     for (const Bound& x : {b.lo, b.hi})
       if (x && (x->c / x->den >= kSubscriptLimit || x->c / x->den <= -kSubscriptLimit)) {
         // Once per subscript: the same window read from k and v is one mistake.
         if (!overflowChecks_.insert("subscript " + exprToString(sub) + " " + x->str()).second) return;
-        diags_.error(sub.loc, where + ", reaches " + x->str() + constNote(sub) +
+        diags_.error(sub.loc, where() + ", reaches " + x->str() + constNote(sub) +
                                   ": subscripts must stay between -2^30 and 2^30, so that their spans fit in 32 bits");
         return;
       }
@@ -1022,12 +1030,12 @@ private:
         index = sub.args[1].get(), offset = sub.args[0]->intValue;
       Bound first = index && index->index->range ? bounds(*index->index->range->lo).lo : std::nullopt;
       if (sub.hasIntValue && sub.intValue < 0) {
-        diags_.error(sub.loc, where + ", is " + std::to_string(sub.intValue) + constNote(sub) + ": a read before the first element of '" +
+        diags_.error(sub.loc, where() + ", is " + std::to_string(sub.intValue) + constNote(sub) + ": a read before the first element of '" +
                                   read.name + "' (a boundary mode such as '" + read.name + ".zero(...)' reads zeros there)");
         return;
       }
       if (first && first->isConst() && first->den == 1 && first->c + offset < 0) {
-        diags_.error(sub.loc, where + ", is " + std::to_string(first->c + offset) + " where '" + shown(index->name) + "' is " +
+        diags_.error(sub.loc, where() + ", is " + std::to_string(first->c + offset) + " where '" + shown(index->name) + "' is " +
                                   std::to_string(first->c) + constNote(sub) + ": a read before the first element of '" + read.name +
                                   "' (a boundary mode such as '" + read.name + ".zero(...)' reads zeros there)");
         return;
@@ -1081,7 +1089,7 @@ private:
         if (a > 0) terms.push_back({n, a});
       if (terms.empty() && symbolic.empty()) {
         if (c > limit) {
-          diags_.error(loc, where + ", reaches " + reaches + constNote(sub) + ", which times the stride of '" + read.name +
+          diags_.error(loc, where() + ", reaches " + reaches + constNote(sub) + ", which times the stride of '" + read.name +
                                 "' dimension " + std::to_string(d) + " overflows 32 bits");
           return;
         }
@@ -1107,7 +1115,7 @@ private:
     Kernel::Requirement req;
     req.loc = loc;
     req.cond = std::move(cond);
-    req.message = "32-bit index overflow: " + where + ", reaches " + reaches + constNote(sub) + ", and that times " +
+    req.message = "32-bit index overflow: " + where() + ", reaches " + reaches + constNote(sub) + ", and that times " +
                   (stride.empty() ? "1" : stride) + " (the stride of '" + read.name + "' dimension " + std::to_string(d) +
                   ") must stay below 2^31";
     k_.requirements.push_back(std::move(req));
