@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <algorithm>
+#include <cstdint>
 #include <numeric>
 #include <cctype>
 #include <functional>
@@ -97,7 +98,8 @@ struct Affine {
   // The same bound with integer coefficients, rounded up: an upper bound of it.
   Affine ceiled() const {
     Affine r = *this;
-    auto up = [&](int64_t x) { return x >= 0 ? (x + den - 1) / den : -((-x) / den); };
+    // C++ division truncates, which rounds a negative quotient up already.
+    auto up = [&](int64_t x) { return x / den + (x > 0 && x % den != 0); };
     r.c = up(c);
     for (auto& t : r.terms) t.second = up(t.second);
     r.den = 1;
@@ -122,10 +124,11 @@ Bound scaled(const Bound& a, int64_t k) {
   if (!a) return std::nullopt;
   Affine r;
   r.den = a->den;
-  if (__builtin_mul_overflow(a->c, k, &r.c)) return std::nullopt;
+  // INT64_MIN counts as overflow too: it has no negation (normalize's gcd, scaled(-1)).
+  if (__builtin_mul_overflow(a->c, k, &r.c) || r.c == INT64_MIN) return std::nullopt;
   for (const auto& [n, x] : a->terms) {
     int64_t v;
-    if (__builtin_mul_overflow(x, k, &v)) return std::nullopt;
+    if (__builtin_mul_overflow(x, k, &v) || v == INT64_MIN) return std::nullopt;
     if (v) r.terms[n] = v;
   }
   r.normalize();
@@ -149,10 +152,10 @@ Bound sum(const Bound& a, const Bound& b) {
   if (!x || !y) return std::nullopt;
   Affine r = *x;
   r.den = den;
-  if (__builtin_add_overflow(r.c, y->c, &r.c)) return std::nullopt;
+  if (__builtin_add_overflow(r.c, y->c, &r.c) || r.c == INT64_MIN) return std::nullopt;
   for (const auto& [n, v] : y->terms) {
     int64_t t;
-    if (__builtin_add_overflow(r.terms[n], v, &t)) return std::nullopt;
+    if (__builtin_add_overflow(r.terms[n], v, &t) || t == INT64_MIN) return std::nullopt;
     if (t) r.terms[n] = t;
     else r.terms.erase(n);
   }
@@ -1099,6 +1102,11 @@ private:
       if (c > 0 && !symbolic.empty()) conj(binary("<=", number(c, loc), limitExpr()));
       ExprPtr rest = c > 0 ? binary("-", limitExpr(), number(c, loc)) : limitExpr();
       for (const auto& [n, a] : terms) {
+        // a * S <= rest <= limit < a leaves S = 0 (and a does not fit a 32-bit literal).
+        if (a > limit) {
+          conj(binary("<=", sizeRef(n, loc), number(0, loc)));
+          continue;
+        }
         ExprPtr room = a == 1 ? rest->clone() : binary("/", rest->clone(), number(a, loc));
         conj(binary("<=", sizeRef(n, loc), std::move(room)));
         ExprPtr used = a == 1 ? sizeRef(n, loc) : binary("*", number(a, loc), sizeRef(n, loc));

@@ -856,7 +856,7 @@ std::string explain(const KernelDesc& k, std::string m) {
         pos != std::string::npos && between(m, &pos, " input ", " is read at ", &name) &&
         between(m, &pos, "", " in dimension ", &at) && between(m, &pos, "", " of extent ", &dim) && to_long(dim, &hdim)) {
         NamedTensor t = find_tensor(k, name);
-        std::string where = t.p ? dim_label(t, t.p->rank - 1 - hdim) : "";
+        std::string where = t.p && hdim >= 0 && hdim < t.p->rank ? dim_label(t, t.p->rank - 1 - hdim) : "";
         if (!where.empty())
             return where + " is read at " + at + ", outside its extent " + m.substr(pos) +
                    " (an index read from a tensor is out of range)";
