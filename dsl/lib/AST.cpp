@@ -59,6 +59,8 @@ ExprPtr cloneExpr(const Expr& x, CloneMap& m) {
   if (auto it = m.indices.find(x.index); x.index && it != m.indices.end()) e->index = it->second;
   e->tensor = x.tensor;
   e->constValue = x.constValue;
+  e->hasIntValue = x.hasIntValue;
+  e->intValue = x.intValue;
   e->let = x.let;
   if (auto it = m.lets.find(x.let); x.let && it != m.lets.end()) e->let = it->second;
   e->boundary = x.boundary;

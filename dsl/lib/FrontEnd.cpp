@@ -6,11 +6,11 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <cstdint>
 #include <cstring>
 #include <deque>
-#include <fstream>
+#include <fcntl.h>
 #include <set>
-#include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -51,29 +51,46 @@ std::string canonical(const std::string& path) {
   return path;
 }
 
-// Reads a whole file; on failure returns false with the reason.
-bool readFile(const std::string& path, std::string* text, std::string* why) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) {
-    *why = std::strerror(errno);
-    return false;
-  }
-  if (S_ISDIR(st.st_mode)) {
-    *why = "it is a directory";
-    return false;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    *why = std::strerror(errno);
-    return false;
-  }
-  std::ostringstream os;
-  os << in.rdbuf();
-  *text = os.str();
-  return true;
+// "a FIFO" for a FIFO, and so on: what `mode` is, when it is not a regular file.
+std::string fileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
 }
 
 } // namespace
+
+bool readRegularFile(const std::string& path, size_t maxBytes, std::string* text, std::string* why) {
+  // Non-blocking, so that opening a FIFO without a writer returns at once instead of waiting.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    *why = std::strerror(errno);
+    return false;
+  }
+  struct stat st;
+  bool ok = fstat(fd, &st) == 0;
+  if (!ok) *why = std::strerror(errno);
+  else if (!S_ISREG(st.st_mode)) ok = false, *why = "it is " + fileKind(st.st_mode) + ", not a regular file";
+  else if ((uint64_t)st.st_size > maxBytes)
+    ok = false, *why = "it is " + std::to_string(st.st_size) + " bytes, more than the limit of " + std::to_string(maxBytes);
+  std::string data;
+  // The size may change while reading: read at most one byte past the limit to notice.
+  for (char buf[65536]; ok;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) ok = false, *why = std::strerror(errno);
+    else if (n == 0) break;
+    else if (data.size() + (size_t)n > maxBytes)
+      ok = false, *why = "it is more than the limit of " + std::to_string(maxBytes) + " bytes";
+    else data.append(buf, (size_t)n);
+  }
+  ::close(fd);
+  if (ok) *text = std::move(data);
+  return ok;
+}
 
 std::string standardLibraryDir() {
   if (const char* env = std::getenv("ATTNC_STDLIB_DIR"); env && *env) return env;
@@ -91,7 +108,7 @@ bool loadModule(const std::string& path, const FrontEndOptions& opts, std::ostre
   auto file = std::make_shared<SourceFile>();
   file->path = path;
   std::string why;
-  if (!readFile(path, &file->text, &why)) {
+  if (!readRegularFile(path, kMaxSourceBytes, &file->text, &why)) {
     err << "error: cannot read '" << path << "': " << why << "\n";
     return false;
   }
@@ -129,8 +146,11 @@ bool loadModule(const std::string& path, const FrontEndOptions& opts, std::ostre
         found = c;
         break;
       }
-    if (found.empty() && candidates.size() == 1 && isDirectory(candidates[0])) {
-      diags.error(p.import.loc, "cannot import '" + candidates[0] + "': it is a directory");
+    // A quoted path that exists but is no regular file (a directory, /dev/zero, a FIFO) is
+    // named as such, not as missing.
+    struct stat st;
+    if (found.empty() && candidates.size() == 1 && stat(candidates[0].c_str(), &st) == 0) {
+      diags.error(p.import.loc, "cannot import '" + candidates[0] + "': it is " + fileKind(st.st_mode) + ", not a regular file");
       continue;
     }
     if (found.empty()) {
@@ -142,7 +162,7 @@ bool loadModule(const std::string& path, const FrontEndOptions& opts, std::ostre
     if (!seen.insert(canonical(found)).second) continue;
     auto imported = std::make_shared<SourceFile>();
     imported->path = found;
-    if (!readFile(found, &imported->text, &why)) {
+    if (!readRegularFile(found, kMaxSourceBytes, &imported->text, &why)) {
       diags.error(p.import.loc, "cannot read imported file '" + found + "': " + why);
       continue;
     }

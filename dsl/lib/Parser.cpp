@@ -139,6 +139,7 @@ std::unique_ptr<Kernel> Parser::parseKernel() {
   k->loc = expect(Tok::KwKernel, "").loc;
   Token name = expect(Tok::Ident, "for the kernel name");
   k->name = name.text;
+  k->nameLoc = name.loc;
   expect(Tok::LParen, "after the kernel name");
   if (!is(Tok::RParen)) {
     do k->inputs.push_back(parseParam(TensorRole::Input));

@@ -1,13 +1,16 @@
 // .npy reader/writer: strict header parsing with path-prefixed errors; files are written through an OutputSet.
 #include "attnc/npy.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <new>
 #include <utility>
 
 namespace attnc {
@@ -245,16 +248,29 @@ Status parse_descr(const std::string& path, const std::string& descr, DType* dty
 // ---------------------------------------------------------------------------
 
 Status read_npy(const std::string& path, NpyArray* out) {
-    std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
-    if (!f) return Status::Error(path + ": cannot open: " + std::strerror(errno));
+    // Non-blocking: opening a FIFO that nobody writes to would otherwise wait forever. Reads
+    // of a regular file never block, so the flag changes nothing once it is known to be one.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return Status::Error(path + ": cannot open: " + std::strerror(errno));
+    std::unique_ptr<std::FILE, FileCloser> f(::fdopen(fd, "rb"));
+    if (!f) {
+        const int e = errno;
+        ::close(fd);
+        return Status::Error(path + ": cannot open: " + std::strerror(e));
+    }
 
     struct stat st;
-    if (fstat(fileno(f.get()), &st) != 0) {
+    if (fstat(fd, &st) != 0) {
         return Status::Error(path + ": cannot stat: " + std::strerror(errno));
     }
     // The size is needed up front so a header claiming a huge shape is rejected
-    // before allocating for it.
-    if (!S_ISREG(st.st_mode)) return Status::Error(path + ": not a regular file");
+    // before allocating for it; devices, FIFOs and directories are never read.
+    if (!S_ISREG(st.st_mode)) {
+        const char* kind = S_ISDIR(st.st_mode) ? "a directory" : S_ISCHR(st.st_mode) ? "a character device"
+                           : S_ISBLK(st.st_mode) ? "a block device" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                           : S_ISSOCK(st.st_mode) ? "a socket" : "special";
+        return Status::Error(path + ": not a regular file (it is " + kind + ")");
+    }
     const uint64_t file_size = static_cast<uint64_t>(st.st_size);
 
     unsigned char pre[12];
@@ -368,7 +384,15 @@ Status read_npy(const std::string& path, NpyArray* out) {
                              " data bytes of shape " + shape_str(shape));
     }
 
-    std::vector<char> data(nbytes);
+    // A file larger than this machine's memory (a sparse one, say) is refused before allocating.
+    s = check_memory(path + ": the data", nbytes);
+    if (!s.ok()) return s;
+    std::vector<char> data;
+    try {
+        data.resize(nbytes);
+    } catch (const std::bad_alloc&) {
+        return Status::Error(path + ": cannot allocate " + std::to_string(nbytes) + " bytes for the data");
+    }
     if (nbytes > 0 && std::fread(data.data(), 1, nbytes, f.get()) != nbytes) {
         return Status::Error(path + ": read error: " + std::strerror(errno));
     }

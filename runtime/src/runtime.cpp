@@ -3,11 +3,15 @@
 
 #include <HalideRuntime.h>
 #include <dlfcn.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <string>
@@ -335,7 +339,8 @@ Status check_view_basics(const KernelDesc& k, const char* kind, const ParamDesc&
     return Status::Ok();
 }
 
-// Halide's halide_dimension_t stores min/extent/stride as int32.
+// Halide's halide_dimension_t stores min/extent/stride as int32, and a kernel addresses at most
+// 2^31 - 1 elements of a buffer.
 Status check_halide_limits(const KernelDesc& k, const char* kind, const ParamDesc& p,
                            const TensorView& v) {
     constexpr int64_t lo = std::numeric_limits<int32_t>::min();
@@ -352,6 +357,12 @@ Status check_halide_limits(const KernelDesc& k, const char* kind, const ParamDes
                                  std::to_string(v.strides[d]) +
                                  ", which exceeds Halide's 32-bit limit");
         }
+    }
+    if (v.numel() > hi) {
+        return Status::Error(std::string(kname(k)) + ": " + label(kind, p) + " has " +
+                             std::to_string(v.numel()) +
+                             " elements, more than a kernel can address (2147483647, Halide's "
+                             "32-bit indexing)");
     }
     return Status::Ok();
 }
@@ -688,6 +699,43 @@ std::string describe_halide_error(int code) {
     return "unknown Halide error";
 }
 
+uint64_t memory_limit_bytes() {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t limit = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && (limit == 0 || rl.rlim_cur < limit))
+        limit = static_cast<uint64_t>(rl.rlim_cur);
+    return limit;
+}
+
+Status check_memory(const std::string& what, uint64_t bytes) {
+    const uint64_t limit = memory_limit_bytes();
+    if (limit == 0 || bytes <= limit) return Status::Ok();
+    auto gib = [](uint64_t b) {
+        char s[64];
+        std::snprintf(s, sizeof s, "%.1f GiB", static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0));
+        return std::string(s);
+    };
+    return Status::Error(what + " needs " + std::to_string(bytes) + " bytes (" + gib(bytes) +
+                         "), more than this machine's memory (" + gib(limit) + ")");
+}
+
+Status check_tensor_size(const std::string& what, DType dtype, const std::vector<int64_t>& shape) {
+    uint64_t n = 1;
+    bool over = false;
+    for (int64_t d : shape) {
+        if (d <= 0) return Status::Ok();  // empty: nothing to allocate or address
+        over |= __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n);
+    }
+    std::string dims;
+    for (size_t i = 0; i < shape.size(); ++i) dims += (i ? ", " : "") + std::to_string(shape[i]);
+    if (over || n > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
+        return Status::Error(what + " [" + dims + "] has " + (over ? std::string("more than 2^64") : std::to_string(n)) +
+                             " elements, more than a kernel can address (2147483647, Halide's 32-bit indexing)");
+    }
+    return check_memory(what + " [" + dims + "]", n * dtype_size(dtype));
+}
+
 bool cuda_device_available(std::string* why) {
     static const std::pair<bool, std::string> answer = []() -> std::pair<bool, std::string> {
         void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -716,6 +764,165 @@ std::string tidy_halide_message(const std::string& msg) {
     if (p == std::string::npos || msg.find("Requirement Failed") == std::string::npos) return msg;
     return msg.substr(p + kMarker.size());
 }
+
+namespace {
+
+// A tensor of a kernel named by Halide (a buffer of that name): "input 'k'" and its descriptor.
+struct NamedTensor {
+    const char* kind = nullptr;
+    const ParamDesc* p = nullptr;
+};
+
+NamedTensor find_tensor(const KernelDesc& k, const std::string& name) {
+    for (int i = 0; i < k.num_inputs && k.inputs; ++i)
+        if (k.inputs[i].name && name == k.inputs[i].name) return {"input", &k.inputs[i]};
+    for (int i = 0; i < k.num_outputs && k.outputs; ++i)
+        if (k.outputs[i].name && name == k.outputs[i].name) return {"output", &k.outputs[i]};
+    return {};
+}
+
+// "input 'k' dimension 2 (Nk)" for Halide's dimension `hdim` of tensor `t`: Halide counts from
+// the innermost dimension, the DSL (and C order) from the outermost. Empty if out of range.
+std::string dim_label(const NamedTensor& t, long hdim) {
+    if (!t.p || hdim < 0 || hdim >= t.p->rank || !t.p->dims) return "";
+    const int d = t.p->rank - 1 - static_cast<int>(hdim);
+    const char* sym = t.p->dims[d];
+    const bool literal = sym && std::isdigit(static_cast<unsigned char>(sym[0]));
+    return std::string(t.kind) + " '" + t.p->name + "' dimension " + std::to_string(d) +
+           (literal || !sym ? std::string() : " (" + std::string(sym) + ")");
+}
+
+// The text between `before` and `after` in `s` from `pos` on (pos moves past it); false if absent.
+bool between(const std::string& s, size_t* pos, const std::string& before, const std::string& after,
+             std::string* out) {
+    size_t a = s.find(before, *pos);
+    if (a == std::string::npos) return false;
+    a += before.size();
+    size_t b = after.empty() ? s.size() : s.find(after, a);
+    if (b == std::string::npos) return false;
+    *out = s.substr(a, b - a);
+    *pos = b + after.size();
+    return true;
+}
+
+bool to_long(const std::string& s, long* v) {
+    char* end = nullptr;
+    *v = std::strtol(s.c_str(), &end, 10);
+    return !s.empty() && end && *end == '\0';
+}
+
+// "k.stride.0" (a buffer's field in a constraint) in the DSL's terms.
+std::string field_label(const KernelDesc& k, const std::string& var, const char** field) {
+    size_t b = var.rfind('.'), a = b == std::string::npos ? b : var.rfind('.', b - 1);
+    long hdim = 0;
+    if (a == std::string::npos || !to_long(var.substr(b + 1), &hdim)) return "";
+    std::string f = var.substr(a + 1, b - a - 1);
+    *field = f == "stride" ? "stride" : f == "extent" ? "extent" : f == "min" ? "min" : nullptr;
+    if (!*field) return "";
+    return dim_label(find_tensor(k, var.substr(0, a)), hdim);
+}
+
+std::string explain(const KernelDesc& k, std::string m) {
+    // JIT errors arrive as "Error: ..." (or "Error:\n..."); AOT ones as they are.
+    if (m.rfind("Error:", 0) == 0) m = m.substr(6);
+    while (!m.empty() && (m.front() == ' ' || m.front() == '\n')) m.erase(m.begin());
+    while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
+    size_t pos = 0;
+    std::string name, at, limit, dim;
+    long hdim = 0;
+    // Bounds: "Input buffer k is accessed at -32, which is before the min (0) in dimension 1".
+    for (const char* role : {"Input buffer ", "Output buffer "}) {
+        pos = 0;
+        if (m.rfind(role, 0) == 0 && between(m, &pos, role, " is accessed at ", &name) &&
+            between(m, &pos, "", ", which is ", &at)) {
+            const bool below = m.compare(pos, 14, "before the min") == 0;
+            if (!between(m, &pos, "(", ")", &limit) || !between(m, &pos, " in dimension ", "", &dim) ||
+                !to_long(dim, &hdim))
+                break;
+            std::string where = dim_label(find_tensor(k, name), hdim);
+            if (where.empty()) break;
+            const bool input = role[0] == 'I';
+            return where + " is " + (input ? "read" : "written") + " at " + at + ", " +
+                   (below ? "before its first index " : "beyond its last index ") + limit +
+                   (input ? " (a subscript leaves the tensor)" : "");
+        }
+    }
+    // Gathers (HalideGen): "Requirement Failed: (...) input q is read at 7 in dimension 0 of extent 5",
+    // with the DSL's dimension.
+    // (Halide prints the condition and the value before the message.)
+    size_t read = m.rfind(" is read at ");
+    pos = read == std::string::npos ? 0 : m.rfind(" input ", read);
+    if (m.rfind("Requirement Failed: ", 0) == 0 && m.find("[attnc] ") == std::string::npos && read != std::string::npos &&
+        pos != std::string::npos && between(m, &pos, " input ", " is read at ", &name) &&
+        between(m, &pos, "", " in dimension ", &at) && between(m, &pos, "", " of extent ", &dim) && to_long(dim, &hdim)) {
+        NamedTensor t = find_tensor(k, name);
+        std::string where = t.p && hdim >= 0 && hdim < t.p->rank ? dim_label(t, t.p->rank - 1 - hdim) : "";
+        if (!where.empty())
+            return where + " is read at " + at + ", outside its extent " + m.substr(pos) +
+                   " (an index read from a tensor is out of range)";
+    }
+    // Requirements of the kernel: their own message.
+    std::string tidy = tidy_halide_message(m);
+    if (tidy != m) return tidy;
+    if (m.rfind("Requirement Failed: ", 0) == 0) {
+        size_t marker = m.find("[attnc] ");
+        if (marker != std::string::npos) return m.substr(marker + 8);
+    }
+    // "Constraint violated: k.stride.0 (2) == 1 (1)".
+    pos = 0;
+    std::string var, val, want, wantVal;
+    if (between(m, &pos, "Constraint violated: ", " (", &var) && between(m, &pos, "", ") == ", &val) &&
+        between(m, &pos, "", " (", &want) && between(m, &pos, "", ")", &wantVal)) {
+        const char* field = nullptr;
+        std::string where = field_label(k, var, &field);
+        if (!where.empty()) {
+            const char* other = nullptr;
+            std::string of = field_label(k, want, &other);
+            std::string need = of.empty() ? wantVal : wantVal + " (" + of + (other && std::string(other) != "extent" ? std::string(" ") + other : "") + ")";
+            if (std::string(field) == "extent") return where + " is " + val + ", but must be " + need;
+            if (std::string(field) == "stride")
+                return where + " has stride " + val + ", but the kernel needs stride " + need;
+            return where + " starts at " + val + ", but must start at " + need;
+        }
+    }
+    // "x requires a buffer of exactly 4 dimensions, but the buffer passed in has 2 dimensions".
+    pos = 0;
+    if (between(m, &pos, "", " requires a buffer of exactly ", &name) && between(m, &pos, "", " dimensions", &want) &&
+        between(m, &pos, "has ", " dimensions", &val)) {
+        for (const char* prefix : {"Input buffer ", "Output buffer "})
+            if (name.rfind(prefix, 0) == 0) name = name.substr(std::strlen(prefix));
+        NamedTensor t = find_tensor(k, name);
+        if (t.p) return std::string(t.kind) + " '" + name + "' has rank " + val + ", but the kernel takes rank " + want;
+    }
+    // "The extents for buffer k dimension 1 is negative (-3)".
+    pos = 0;
+    if (between(m, &pos, "The extents for buffer ", " dimension ", &name) && between(m, &pos, "", " is negative (", &dim) &&
+        between(m, &pos, "", ")", &val) && to_long(dim, &hdim)) {
+        std::string where = dim_label(find_tensor(k, name), hdim);
+        if (!where.empty()) return where + " is negative (" + val + ")";
+    }
+    // Sizes beyond Halide's 32-bit indexing: "Product of extents for buffer q is 4294967296, which
+    // exceeds the maximum size of 2147483647" (or "... is too large (N vs M)"), and "Total
+    // allocation for buffer s is N, which exceeds ..." for a tensor or a definition's buffer.
+    for (const char* what : {"Product of extents for buffer ", "Total allocation for buffer "}) {
+        pos = 0;
+        if (!between(m, &pos, what, " is ", &name)) continue;
+        std::string rest = m.substr(pos);
+        NamedTensor t = find_tensor(k, name);
+        // Halide names a definition's buffers after its Funcs: `s`, `p__exp`, `o__state.0`.
+        std::string def = name.substr(0, std::min(name.find("__"), name.find('.')));
+        std::string who = t.p ? std::string(t.kind) + " '" + name + "'" : "definition '" + def + "'";
+        const bool elements = what[0] == 'P';
+        return who + (elements ? " has more elements" : " needs a larger buffer") +
+               " than a kernel can address with 32-bit indices (" + rest + ")";
+    }
+    if (m.rfind("Out of memory", 0) == 0) return "out of memory: a buffer of the kernel could not be allocated";
+    return "";
+}
+
+}  // namespace
+
+std::string explain_halide_error(const KernelDesc& k, const std::string& msg) { return explain(k, msg); }
 
 namespace {
 // Halide's own halide_error prints the message and aborts the process. The definition below
@@ -816,8 +1023,8 @@ Status call(const KernelDesc& k, const std::vector<TensorView>& inputs,
             std::lock_guard<std::mutex> lock(g_halide_error_mutex);
             msg = g_last_halide_error;
         }
-        std::string tidy = tidy_halide_message(msg);
-        if (tidy != msg) return Status::Error(std::string(kname(k)) + ": " + tidy);
+        std::string explained = explain_halide_error(k, msg);
+        if (!explained.empty()) return Status::Error(std::string(kname(k)) + ": " + explained);
         return Status::Error(std::string(kname(k)) + ": kernel failed with Halide error " +
                              std::to_string(rc) + " (" + describe_halide_error(rc) + ")" +
                              (msg.empty() ? "" : ": " + msg));

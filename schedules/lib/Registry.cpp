@@ -123,15 +123,21 @@ std::string applySchedule(LoweredKernel& k, const Halide::Target& t, const std::
   // A knob the rule does not read would be ignored silently: refuse it, naming the ones it has.
   std::vector<Knob> knobs = r->knobs(k, t);
   for (const auto& [name, value] : params.values) {
-    bool known = false;
-    for (const Knob& kb : knobs) known |= kb.name == name;
-    if (!known) {
+    const Knob* knob = nullptr;
+    for (const Knob& kb : knobs)
+      if (kb.name == name) knob = &kb;
+    if (!knob) {
       std::string names;
       for (const Knob& kb : knobs) names += (names.empty() ? "" : ", ") + kb.name;
       throw std::runtime_error("schedule '" + r->name() + "' has no knob '" + name + "' for kernel '" + k.name + "'" +
                                (names.empty() ? std::string(" (it has none)") : " (it has " + names + ")"));
     }
-    if (value < 1 || value > 4096) throw std::runtime_error("schedule knob '" + name + "' = " + std::to_string(value) + " is outside 1..4096");
+    // Far beyond what attn-tune tries, knobs unroll and vectorise so widely that compiling takes
+    // hours (generic.vector_mult=4096 asks for 65536-lane vectors): at most twice its largest try.
+    int most = 2 * *std::max_element(knob->choices.begin(), knob->choices.end());
+    if (value < 1 || value > most)
+      throw std::runtime_error("schedule knob '" + name + "' = " + std::to_string(value) + " is outside 1.." + std::to_string(most) +
+                               " (at most twice the largest value attn-tune tries)");
   }
   r->apply(k, t, params);
   scheduleChecks(k);

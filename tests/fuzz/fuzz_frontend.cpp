@@ -6,17 +6,26 @@
 //   #D NAME=VALUE ...    -D overrides of kernel constants
 //   #S NAME=VALUE,...    --sizes estimates for the cost-model passes
 //   #O ORDER             --sample-order (auto, sample-first, project-first)
-//   #T N                 --online-tile (keys per tile of the online softmax, 1..65536)
+//   #T N                 --online-tile (keys per tile of the online softmax, 2..1024)
 //   #F off               --online-softmax=off
 //
+// Values a mutation of the text rarely spells (a constant at 2^29 or 2^31 - 1, a kernel named
+// memcpy) come from a binary prefix instead: an input that starts with the byte 0x01 (which no
+// .attn text may contain) carries three selector bytes before its text. The first picks a value
+// from kDefineValues for a -D of the constant the second picks (the n-th `const` of the file; 0xff:
+// none), the third a name from kKernelNames for the first kernel (0xff: keep it).
+//
 // What counts as a finding, beyond crashes, hangs and leaks: a rejected input without a
-// `file:line:col: error:` diagnostic, IR from MLIRGen or a pass that fails verification, and
+// `file:line:col: error:` diagnostic, a kernel name the C symbol checks refuse, IR from MLIRGen or
+// a pass that fails verification, and
 // HalideGen refusing (or Halide asserting on) a kernel that the front end accepted. Each of these
 // means a user gets no usable message, so the harness aborts on them.
 #include "attnc/Driver.h"
 #include "attnc/HalideGen.h"
 #include "attnc/Transforms/Passes.h"
 #include "attnc/dsl/AST.h"
+#include "attnc/dsl/Names.h"
+#include "attnc/dsl/Parser.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
@@ -28,6 +37,8 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <unistd.h>
@@ -83,6 +94,40 @@ struct Options {
   attnc::PipelineOptions passes;
 };
 
+// -D values at and around every limit that integer and index arithmetic has.
+const char* const kDefineValues[] = {"0", "1", "-1", "2", "3", "7", "31", "32", "255", "65535", "65536", "46341",
+                                     "536870911", "536870912", "1073741823", "1073741824", "2147483646", "2147483647",
+                                     "-2147483647", "-2147483648", "2147483648", "1.5", "0.5", "1e30", "-1e-30",
+                                     "3.4028234e38"};
+// Kernel names: reserved ones of every kind, and ordinary ones.
+const char* const kKernelNames[] = {"memcpy", "write", "pthread_create", "halide_malloc", "halide_error", "main", "int",
+                                    "namespace", "errno", "cuInit", "x__y", "_K", "exp", "index", "k", "attn_fwd",
+                                    "cuda_allocation_pool", "expf"};
+
+// Applies the binary prefix (see the file comment) to `text`: adds the -D it selects to `opts` and
+// renames the first kernel. The file is parsed once on its own to find its constants and kernel.
+std::string applySelectors(const uint8_t* sel, std::string text, Options* opts) {
+  auto file = std::make_shared<attnc::dsl::SourceFile>();
+  file->path = "selectors.attn";
+  file->text = text;
+  attnc::dsl::DiagEngine diags(file);
+  std::unique_ptr<attnc::dsl::Module> m = attnc::dsl::Parser(*file, diags).parseModule(true);
+  if (!m || m->kernels.empty()) return text;
+  std::vector<std::string> consts;
+  for (const auto& k : m->kernels)
+    for (const auto& c : k->consts) consts.push_back(c.name);
+  if (sel[1] != 0xff && !consts.empty())
+    opts->fe.sema.defines.emplace_back(consts[sel[1] % consts.size()], kDefineValues[sel[0] % std::size(kDefineValues)]);
+  if (sel[2] != 0xff) {
+    const attnc::dsl::Kernel& k = *m->kernels[0];
+    size_t pos = 0;
+    for (int line = 1; line < k.nameLoc.line && pos != std::string::npos; ++line) pos = text.find('\n', pos) + 1;
+    if (pos != std::string::npos && pos + k.nameLoc.col - 1 + k.name.size() <= text.size())
+      text.replace(pos + k.nameLoc.col - 1, k.name.size(), kKernelNames[sel[2] % std::size(kKernelNames)]);
+  }
+  return text;
+}
+
 // Reads the option comment lines at the top of the input (see the file comment). Malformed
 // option values are skipped: the command-line parsers that check them are not under test here.
 Options parseOptions(const std::string& text) {
@@ -108,7 +153,8 @@ Options parseOptions(const std::string& text) {
     } else if (line[1] == 'T') {
       char* end = nullptr;
       long tile = std::strtol(rest.c_str(), &end, 10);
-      if (end != rest.c_str() && *end == '\0' && tile >= 1 && tile <= 65536) o.passes.onlineTile = tile;
+      if (end != rest.c_str() && *end == '\0' && tile >= attnc::kMinOnlineTile && tile <= attnc::kMaxOnlineTile)
+        o.passes.onlineTile = tile;
     } else if (rest == "off") {
       o.passes.onlineSoftmax = false;
     }
@@ -147,9 +193,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Large inputs only slow the fuzzer down; the limits that matter (nesting, tree height,
   // expansion size) are all reachable in far less.
   if (size > 16384) return -1;
+  const uint8_t* selectors = nullptr;
+  if (size >= 4 && data[0] == 0x01) selectors = data + 1, data += 4, size -= 4;
   std::string text(reinterpret_cast<const char*>(data), size);
   if (mayEscapeWorkspace(text)) return -1;
   Options opts = parseOptions(text);
+  if (selectors) text = applySelectors(selectors, text, &opts);
 
   Workspace& ws = workspace();
   {
@@ -168,6 +217,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::ostringstream ast;
     attnc::dsl::printModule(ast, *fe.module);
   }
+  for (const auto& k : fe.module->kernels)
+    if (std::string why = attnc::dsl::reservedSymbolReason(k->name); !why.empty())
+      finding("the front end accepted a reserved kernel name", k->name + ": " + why);
 
   mlir::MLIRContext ctx(mlir::MLIRContext::Threading::DISABLED);
   std::ostringstream genErr;

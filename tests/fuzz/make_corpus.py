@@ -7,7 +7,8 @@ Front end: the bundled variants and standard library, every .attn file under tes
 .attn parts of the lit .test files (split-file `#--- name.attn` sections), and kernels at the
 parser's nesting and tree-height limits. A file whose RUN lines pass -D, --sizes, --sample-order,
 --online-tile or --online-softmax=off also gets a copy per RUN line headed by the harness's option
-lines for them (see fuzz_frontend.cpp).
+lines for them (see fuzz_frontend.cpp), and variants headed by the harness's binary prefix that
+sets extreme -D values and reserved kernel names.
 npy: valid files (versions 1.0-3.0, f32/i32, scalars, empty arrays, the widest rank) and files
 breaking each rule the reader enforces; written byte by byte, so numpy is not needed.
 """
@@ -89,6 +90,19 @@ def frontend(src, out):
                         seeds.append((f"lit_{rel}_{f}_{name}", part))
                         for h in headers:
                             seeds.append((f"lit_{rel}_{f}_{name}_options", h + part))
+    # The harness's binary prefix (0x01, then a -D value, a constant and a kernel name, by index
+    # into its tables): extreme constants of the window, dilation and level kernels, and reserved
+    # kernel names, which mutations of the text rarely spell.
+    values = {"2^29": 13, "2^30": 15, "2^31-1": 17, "46341": 11, "-2^31": 19, "0": 0}
+    for f, consts in (("swda.attn", 3), ("msda.attn", 5), ("dat_attn.attn", 4)):
+        text = open(os.path.join(src, "dsl", "variants", f), "rb").read()
+        for label, v in values.items():
+            for c in range(consts):
+                if label in ("2^29", "2^31-1") or c == 1:
+                    seeds.append((f"select_{f}_{label}_const{c}", bytes([1, v, c, 0xFF]) + text))
+    text = open(os.path.join(src, "dsl", "variants", "sdpa.attn"), "rb").read()
+    for n in (0, 3, 5, 6, 9, 10, 15):
+        seeds.append((f"select_sdpa_name{n}", bytes([1, 0, 0xFF, n]) + text))
     # At the parser's limits (nesting depth 256, tree height 2000), which mutations rarely reach.
     kernel = "kernel k(q: f32[N]) -> o: f32[N] {{\n  o(i) = {}\n}}\n"
     seeds.append(("limit_nesting", kernel.format("(" * 120 + "q(i)" + ")" * 120)))

@@ -871,6 +871,77 @@ TEST(CallTest, HalideErrorMapping) {
     EXPECT_TRUE(call(kSdpaFailing, t.ins(), t.outs()).ok());
 }
 
+// Halide's messages name buffers and count dimensions from the innermost; the runtime reports
+// them with the kernel's tensor names and the DSL's dimensions (C order) and size names.
+TEST(ExplainTest, HalideMessagesInTheDslsTerms) {
+    auto explain = [](const std::string& m) { return explain_halide_error(kSdpa, m); };
+    EXPECT_EQ(explain("Input buffer k is accessed at -32, which is before the min (0) in dimension 1"),
+              "input 'k' dimension 2 (Nk) is read at -32, before its first index 0 (a subscript leaves the tensor)");
+    EXPECT_EQ(explain("Error: Input buffer q is accessed at 9, which is beyond the max (7) in dimension 3\n"),
+              "input 'q' dimension 0 (B) is read at 9, beyond its last index 7 (a subscript leaves the tensor)");
+    EXPECT_EQ(explain("Output buffer o is accessed at 5, which is beyond the max (4) in dimension 0"),
+              "output 'o' dimension 3 (D) is written at 5, beyond its last index 4");
+    EXPECT_EQ(explain("Constraint violated: k.stride.0 (2) == 1 (1)"),
+              "input 'k' dimension 3 (D) has stride 2, but the kernel needs stride 1");
+    EXPECT_EQ(explain("Constraint violated: o.extent.1 (5) == q.extent.1 (4)"),
+              "output 'o' dimension 2 (Nq) is 5, but must be 4 (input 'q' dimension 2 (Nq))");
+    EXPECT_EQ(explain("Constraint violated: v.min.2 (3) == 0 (0)"), "input 'v' dimension 1 (H) starts at 3, but must start at 0");
+    EXPECT_EQ(explain("Input buffer q requires a buffer of exactly 4 dimensions, but the buffer passed in has 2 dimensions"),
+              "input 'q' has rank 2, but the kernel takes rank 4");
+    EXPECT_EQ(explain("The extents for buffer v dimension 0 is negative (-3)"), "input 'v' dimension 3 (D) is negative (-3)");
+    EXPECT_EQ(explain("Product of extents for buffer q is 4294967296, which exceeds the maximum size of 2147483647"),
+              "input 'q' has more elements than a kernel can address with 32-bit indices (4294967296, which exceeds the maximum "
+              "size of 2147483647)");
+    EXPECT_EQ(explain("Total allocation for buffer p__exp is 8589934592, which exceeds the maximum size of 2147483647"),
+              "definition 'p' needs a larger buffer than a kernel can address with 32-bit indices (8589934592, which exceeds the "
+              "maximum size of 2147483647)");
+    EXPECT_EQ(explain("Requirement Failed: (false) [attnc] f.attn:3:3: requirement failed: C must be even"),
+              "f.attn:3:3: requirement failed: C must be even");
+    EXPECT_EQ(explain("Requirement Failed: ((uint1)0) input k is read at 7 in dimension 2 of extent 5"),
+              "input 'k' dimension 2 (Nk) is read at 7, outside its extent 5 (an index read from a tensor is out of range)");
+    EXPECT_EQ(explain("Out of memory (halide_malloc returned NULL)"),
+              "out of memory: a buffer of the kernel could not be allocated");
+    // Messages about no tensor of the kernel, or of no known form, are left to the caller.
+    EXPECT_EQ(explain("Input buffer zz is accessed at 9, which is beyond the max (7) in dimension 0"), "");
+    EXPECT_EQ(explain("Input buffer q is accessed at 9, which is beyond the max (7) in dimension 4"), "");
+    EXPECT_EQ(explain("something else entirely"), "");
+}
+
+const char* g_fail_message = "";
+int fake_bounds_error_argv(void** args) {
+    record(args, 4);
+    halide_error(nullptr, g_fail_message);
+    return halide_error_code_access_out_of_bounds;
+}
+
+TEST(CallTest, KernelErrorsAreExplained) {
+    Sdpa t;
+    KernelDesc k = kSdpa;
+    k.argv_fn = fake_bounds_error_argv;
+    g_fail_message = "Input buffer k is accessed at 6, which is beyond the max (5) in dimension 2\n";
+    EXPECT_EQ(call(k, t.ins(), t.outs()).message(),
+              "sdpa: input 'k' dimension 1 (H) is read at 6, beyond its last index 5 (a subscript leaves the tensor)");
+    g_fail_message = "an unknown failure";
+    EXPECT_EQ(call(k, t.ins(), t.outs()).message(),
+              "sdpa: kernel failed with Halide error -4 (halide_error_code_access_out_of_bounds: the pipeline would access "
+              "memory outside a buffer passed in): an unknown failure");
+}
+
+TEST(LimitsTest, TensorSizes) {
+    EXPECT_TRUE(check_tensor_size("output 'o'", DType::F32, {1024, 1024}).ok());
+    EXPECT_TRUE(check_tensor_size("output 'o'", DType::F32, {0, int64_t(1) << 40}).ok()); // empty
+    EXPECT_EQ(check_tensor_size("output 'o'", DType::F32, {65536, 65536}).message(),
+              "output 'o' [65536, 65536] has 4294967296 elements, more than a kernel can address (2147483647, Halide's 32-bit "
+              "indexing)");
+    EXPECT_THAT(check_tensor_size("input 'x'", DType::I32, {int64_t(1) << 40, int64_t(1) << 40}).message(),
+                HasSubstr("has more than 2^64 elements"));
+    ASSERT_GT(memory_limit_bytes(), 0u);
+    EXPECT_TRUE(check_memory("x", 1).ok());
+    EXPECT_THAT(check_memory("input 'x'", memory_limit_bytes() + 1).message(),
+                ::testing::MatchesRegex("input 'x' needs [0-9]+ bytes \\([0-9.]+ GiB\\), more than this machine's memory "
+                                        "\\([0-9.]+ GiB\\)"));
+}
+
 TEST(CallTest, ErrorTableCoversEveryCode) {
     // Every code in HalideRuntime.h has a distinct, explained entry.
     std::set<std::string> seen;

@@ -146,11 +146,14 @@ int runReference(const attnc::dsl::Module& m, const std::string& kernelName, con
   for (const std::string& n : inNames) {
     attnc::NpyArray a;
     attnc::Status st = attnc::read_npy(inPaths[n], &a);
-    if (!st.ok()) return fail(st.message());
+    if (!st.ok()) return fail("input '" + n + "': " + st.message());
     attnc::dsl::RefTensor t;
     t.shape = a.shape;
     t.isInt = a.dtype == attnc::DType::I32;
     size_t count = a.data.size() / 4;
+    // The interpreter holds every value as a double.
+    st = attnc::check_memory("input '" + n + "' in fp64", count * sizeof(double));
+    if (!st.ok()) return fail(st.message());
     t.data.resize(count);
     for (size_t j = 0; j < count; ++j) {
       if (t.isInt) {
@@ -166,7 +169,11 @@ int runReference(const attnc::dsl::Module& m, const std::string& kernelName, con
     inputs.push_back(std::move(t));
   }
   std::vector<attnc::dsl::RefTensor> results;
-  if (!attnc::dsl::interpret(*k, inputs, &results, &err)) return fail(k->name + ": " + err);
+  try {
+    if (!attnc::dsl::interpret(*k, inputs, &results, &err)) return fail(k->name + ": " + err);
+  } catch (const std::bad_alloc&) {
+    return fail(k->name + ": the fp64 reference interpreter ran out of memory (it keeps every definition whole)");
+  }
 
   // Every file is staged before the first summary is printed: they appear together or not at all.
   for (size_t i = 0; i < results.size(); ++i) {
@@ -252,7 +259,9 @@ int main(int argc, char** argv) {
       std::string t = a.substr(14);
       char* end = nullptr;
       long v = t.empty() ? 0 : std::strtol(t.c_str(), &end, 10);
-      if (t.empty() || *end || v <= 0 || v > 65536) return fail("--online-tile expects a key count in 1..65536, got '" + t + "'");
+      if (t.empty() || *end || v < attnc::kMinOnlineTile || v > attnc::kMaxOnlineTile)
+        return fail("--online-tile expects a key count in " + std::to_string(attnc::kMinOnlineTile) + ".." +
+                    std::to_string(attnc::kMaxOnlineTile) + ", got '" + t + "'");
       passOpts.onlineTile = v;
     } else if (a == "--reference") {
       reference = true;
@@ -303,6 +312,7 @@ int main(int argc, char** argv) {
   Halide::Target target;
   std::string err;
   if (!attnc::parseTarget(targetStr, &target, &err)) return fail(err);
+  if (!attnc::checkJitTarget(target, &err)) return fail(err);
 
   std::string why;
   if (target.has_feature(Halide::Target::CUDA) && !attnc::cuda_device_available(&why))
@@ -318,7 +328,7 @@ int main(int argc, char** argv) {
   std::vector<attnc::NpyArray> arrays(inNames.size());
   for (size_t i = 0; i < inNames.size(); ++i) {
     attnc::Status st = attnc::read_npy(inPaths[inNames[i]], &arrays[i]);
-    if (!st.ok()) return fail(st.message());
+    if (!st.ok()) return fail("input '" + inNames[i] + "': " + st.message());
     auto dims = kernel.getInputDims(i);
     for (size_t d = 0; d < dims.size() && d < arrays[i].shape.size(); ++d)
       if (!dims[d].empty() && !std::isdigit((unsigned char)dims[d][0])) passOpts.estimates.emplace(dims[d].str(), arrays[i].shape[d]);
@@ -353,13 +363,35 @@ int main(int argc, char** argv) {
     if (st.ok()) st = attnc::output_shapes(desc, sizes, &shapes);
     if (!st.ok()) return fail(st.message());
 
+    // Every tensor fits Halide's 32-bit indexing and this machine's memory, or is named here
+    // before anything is allocated for it.
+    uint64_t total = 0;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      st = attnc::check_tensor_size("output '" + lk.outputNames[i] + "'", lk.outputIsFloat[i] ? attnc::DType::F32 : attnc::DType::I32,
+                                    shapes[i]);
+      if (!st.ok()) return fail(st.message());
+      total += (uint64_t)attnc::TensorView::contiguous(nullptr, attnc::DType::F32, shapes[i]).numel() * 4;
+    }
+    for (size_t i = 0; i < lk.inputs.size(); ++i) {
+      st = attnc::check_tensor_size("input '" + lk.inputs[i].name + "'", arrays[i].dtype, arrays[i].shape);
+      if (!st.ok()) return fail(st.message());
+      total += arrays[i].data.size();
+    }
+    st = attnc::check_memory("kernel '" + lk.name + "' (its inputs and outputs)", total);
+    if (!st.ok()) return fail(st.message());
+
     std::string applied = attnc::applySchedule(lk, target, schedule);
     // Every buffer handed to Halide is 128-byte aligned, as Halide's own allocations are: code
     // vectorised for AVX-512 may use aligned vector loads and stores.
     std::vector<AlignedBytes> inData;
     for (size_t i = 0; i < lk.inputs.size(); ++i) {
-      inData.emplace_back(std::max<size_t>(arrays[i].data.size(), 1));
+      try {
+        inData.emplace_back(std::max<size_t>(arrays[i].data.size(), 1));
+      } catch (const std::bad_alloc&) {
+        return fail("input '" + lk.inputs[i].name + "': cannot allocate " + std::to_string(arrays[i].data.size()) + " bytes");
+      }
       std::copy(arrays[i].data.begin(), arrays[i].data.end(), inData.back().data());
+      std::vector<char>().swap(arrays[i].data); // only the aligned copy is used from here on
       views[i].data = inData.back().data();
       Halide::Buffer<> b = wrap(views[i]);
       b.set_host_dirty(); // on a GPU target Halide uploads host-dirty inputs
@@ -371,12 +403,23 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < shapes.size(); ++i) {
       attnc::DType dt = lk.outputIsFloat[i] ? attnc::DType::F32 : attnc::DType::I32;
       attnc::TensorView probe = attnc::TensorView::contiguous(nullptr, dt, shapes[i]);
-      outData.emplace_back(std::max<int64_t>(probe.numel(), 1) * 4);
+      try {
+        outData.emplace_back(std::max<int64_t>(probe.numel(), 1) * 4);
+      } catch (const std::bad_alloc&) {
+        return fail("output '" + lk.outputNames[i] + "': cannot allocate " + std::to_string(probe.numel() * 4) + " bytes");
+      }
       outViews.push_back(attnc::TensorView::contiguous(outData[i].data(), dt, shapes[i]));
       outBufs.push_back(wrap(outViews.back()));
     }
     Halide::Pipeline p = lk.pipeline();
-    p.realize(Halide::Realization(outBufs), target);
+    try {
+      p.realize(Halide::Realization(outBufs), target);
+    } catch (const Halide::RuntimeError& e) {
+      // In the DSL's terms (tensor names, DSL dimensions), as attnc::call reports AOT kernels.
+      std::string msg = e.what(), why = attnc::explain_halide_error(desc, msg);
+      if (msg.rfind("Error: ", 0) == 0) msg = msg.substr(7);
+      return fail(lk.name + ": " + (why.empty() ? attnc::tidy_halide_message(msg) : why));
+    }
     // GPU results stay on the device until asked for (a no-op on CPU targets).
     for (Halide::Buffer<>& b : outBufs) b.copy_to_host();
 

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -144,7 +145,14 @@ public:
         return *err = "-i " + name + ": rank " + std::to_string(arr.shape.size()) + ", the kernel wants " + std::to_string(p->dims.size()), false;
       for (size_t d = 0; d < p->dims.size(); ++d) {
         const std::string& sym = p->dims[d];
-        if (std::isdigit((unsigned char)sym[0])) continue;
+        if (arr.shape[d] > INT32_MAX)
+          return *err = "-i " + name + ": dimension " + std::to_string(d) + " is " + std::to_string(arr.shape[d]) + ", more than 2147483647", false;
+        if (std::isdigit((unsigned char)sym[0])) {
+          if (arr.shape[d] != std::stoll(sym))
+            return *err = "-i " + name + ": dimension " + std::to_string(d) + " is " + std::to_string(arr.shape[d]) +
+                          ", the kernel wants " + sym, false;
+          continue;
+        }
         auto it = sizes.find(sym);
         if (it == sizes.end()) sizes[sym] = arr.shape[d];
         else if (it->second != arr.shape[d])
@@ -155,19 +163,23 @@ public:
     std::mt19937 rng(12345);
     std::normal_distribution<float> normal(0.f, 1.f);
     for (const auto& in : lk.inputs) {
-      std::vector<int> shape;
+      std::vector<int64_t> shape;
       for (size_t d = 0; d < in.dims.size(); ++d) {
         const std::string& sym = in.dims[d];
-        if (std::isdigit((unsigned char)sym[0])) shape.push_back(std::stoi(sym));
-        else if (sizes.count(sym)) shape.push_back((int)sizes[sym]);
+        if (std::isdigit((unsigned char)sym[0])) shape.push_back(std::stoll(sym));
+        else if (sizes.count(sym)) shape.push_back(sizes[sym]);
         else return *err = "--sizes has no value for '" + sym + "' (input " + in.name + ", dimension " + std::to_string(d) + ")", false;
       }
+      // Named before anything is allocated: more than Halide addresses, or than this machine has.
+      attnc::Status st = attnc::check_tensor_size("input '" + in.name + "' at these sizes", in.isFloat ? attnc::DType::F32 : attnc::DType::I32, shape);
+      if (!st.ok()) return *err = st.message(), false;
       std::vector<int> hshape(shape.rbegin(), shape.rend());
       auto g = given.find(in.name);
       if (in.isFloat) {
         H::Buffer<float> b(hshape);
         if (g != given.end()) {
           if (g->second.dtype != attnc::DType::F32) return *err = "-i " + in.name + ": the kernel wants float32", false;
+          if (g->second.data.size() != b.size_in_bytes()) return *err = "-i " + in.name + ": its size does not match the kernel's", false;
           std::memcpy(b.data(), g->second.data.data(), g->second.data.size());
         } else {
           b.for_each_value([&](float& x) { x = normal(rng); });
@@ -178,23 +190,32 @@ public:
           return *err = "input '" + in.name + "' holds integers (indices, tables): give its values with -i " + in.name + "=FILE.npy", false;
         if (g->second.dtype != attnc::DType::I32) return *err = "-i " + in.name + ": the kernel wants int32", false;
         H::Buffer<int32_t> b(hshape);
+        if (g->second.data.size() != b.size_in_bytes()) return *err = "-i " + in.name + ": its size does not match the kernel's", false;
         std::memcpy(b.data(), g->second.data.data(), g->second.data.size());
         inputs.push_back(b);
       }
     }
     for (size_t i = 0; i < lk.outputDims.size(); ++i) {
-      std::vector<int> hshape;
-      for (auto it = lk.outputDims[i].rbegin(); it != lk.outputDims[i].rend(); ++it) {
+      std::vector<int64_t> shape;
+      for (const std::string& dim : lk.outputDims[i]) {
         int64_t v = 1;
-        std::stringstream ss(*it);
+        std::stringstream ss(dim);
         std::string factor;
         while (std::getline(ss, factor, '*')) {
-          if (std::isdigit((unsigned char)factor[0])) v *= std::stoll(factor);
-          else if (sizes.count(factor)) v *= sizes[factor];
+          int64_t f = 0;
+          if (std::isdigit((unsigned char)factor[0])) f = std::stoll(factor);
+          else if (sizes.count(factor)) f = sizes[factor];
           else return *err = "--sizes has no value for '" + factor + "' (output " + lk.outputNames[i] + ")", false;
+          if (__builtin_mul_overflow(v, f, &v)) v = INT64_MAX;
         }
-        hshape.push_back((int)v);
+        shape.push_back(v);
       }
+      attnc::Status st = attnc::check_tensor_size("output '" + lk.outputNames[i] + "' at these sizes",
+                                                  lk.outputIsFloat[i] ? attnc::DType::F32 : attnc::DType::I32, shape);
+      if (!st.ok()) return *err = st.message(), false;
+      for (int64_t v : shape)
+        if (v > INT32_MAX) return *err = "output '" + lk.outputNames[i] + "' at these sizes has a dimension of " + std::to_string(v) + ", more than 2147483647", false;
+      std::vector<int> hshape(shape.rbegin(), shape.rend());
       if (lk.outputIsFloat[i]) outputs.push_back(H::Buffer<float>(hshape));
       else outputs.push_back(H::Buffer<int32_t>(hshape));
     }
@@ -519,7 +540,7 @@ int main(int argc, char** argv) {
   for (const auto& [name, path] : inPaths) {
     attnc::NpyArray arr;
     attnc::Status st = attnc::read_npy(path, &arr);
-    if (!st.ok()) return fail(st.message());
+    if (!st.ok()) return fail("-i " + name + ": " + st.message());
     tu.given[name] = std::move(arr);
   }
   tu.sizes = sizes;
@@ -528,6 +549,7 @@ int main(int argc, char** argv) {
   if (!attnc::TuningDb::load(dbPath, &db, &err)) return fail(err);
   const std::string machine = machineName();
 
+  if (!tu.target.has_gpu_feature() && !attnc::checkJitTarget(tu.target, &err)) return fail(err);
   if (tu.target.has_gpu_feature()) {
     tu.kernelName = kernelName;
     tu.sizes = sizes;

@@ -3,6 +3,7 @@
 #include "attnc/Schedule.h"
 #include "attnc/TuningDb.h"
 #include "attnc/Transforms/Passes.h"
+#include "attnc/dsl/Names.h"
 #include "attnc/output.h"
 
 #include "mlir/IR/AsmState.h"
@@ -10,6 +11,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -57,6 +59,12 @@ std::string slurp(const std::string& path) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// Without opening it: opening a FIFO for reading waits for a writer.
+bool pathExists(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::exists(std::filesystem::status(path, ec));
 }
 
 // Every file of the run (-o's, or --emit=lib's three, and --depfile's) in one set: checked
@@ -125,6 +133,8 @@ int main(int argc, char** argv) {
       bool ok = !fnName.empty() && !std::isdigit((unsigned char)fnName[0]);
       for (char c : fnName) ok &= std::isalnum((unsigned char)c) || c == '_';
       if (!ok) return fail("--function-name must be a C identifier, got '" + fnName + "'");
+      if (std::string why = attnc::dsl::reservedSymbolReason(fnName); !why.empty())
+        return fail("--function-name '" + fnName + "' is reserved: " + why);
     } else if (a.rfind("--sizes=", 0) == 0) {
       std::string err;
       if (!attnc::parseSizes(value("--sizes"), &passOpts.estimates, &err)) return fail(err);
@@ -139,7 +149,9 @@ int main(int argc, char** argv) {
       std::string t = value("--online-tile");
       char* end = nullptr;
       long v = t.empty() ? 0 : std::strtol(t.c_str(), &end, 10);
-      if (t.empty() || *end || v <= 0 || v > 65536) return fail("--online-tile expects a key count in 1..65536, got '" + t + "'");
+      if (t.empty() || *end || v < attnc::kMinOnlineTile || v > attnc::kMaxOnlineTile)
+        return fail("--online-tile expects a key count in " + std::to_string(attnc::kMinOnlineTile) + ".." +
+                    std::to_string(attnc::kMaxOnlineTile) + ", got '" + t + "'");
       passOpts.onlineTile = v;
       explicitSchedule = true;
     } else if (a == "--no-runtime") {
@@ -234,7 +246,7 @@ int main(int argc, char** argv) {
     for (const auto& f : fe.module->files) text += " " + esc(f->path);
     // A retuned database rebuilds the kernel (one created after this build is not noticed).
     std::string db = tuningDbPath.empty() ? attnc::defaultTuningDbPath(input) : tuningDbPath;
-    if (tuningDbPath != "none" && !explicitSchedule && std::ifstream(db)) text += " " + esc(db);
+    if (tuningDbPath != "none" && !explicitSchedule && pathExists(db)) text += " " + esc(db);
     text += "\n";
     if (int rc = check(outs.set.append(outs.dep, text))) return rc;
   }
@@ -259,7 +271,8 @@ int main(int argc, char** argv) {
     bool named = !tuningDbPath.empty() && tuningDbPath != "none";
     std::string path = named ? tuningDbPath : tuningDbPath == "none" ? "" : attnc::defaultTuningDbPath(input);
     if (!path.empty() && !explicitSchedule) {
-      if (named && !std::ifstream(path)) return fail("cannot read the tuning database '" + path + "'");
+      // exists(), not opening it: a FIFO would block here (TuningDb::load refuses it).
+      if (named && !pathExists(path)) return fail("cannot read the tuning database '" + path + "'");
       if (!attnc::TuningDb::load(path, &db, &err)) return fail(err);
       std::string kname = kernelName;
       if (kname.empty() && fe.module->kernels.size() == 1) kname = fe.module->kernels[0]->name;

@@ -35,7 +35,8 @@ mlir::OwningOpRef<mlir::ModuleOp> generateMLIR(mlir::MLIRContext& ctx, const Fro
 // Runs attnc's dialect passes (attnc::runPassPipeline) with diagnostics routed to `err`.
 bool runPasses(mlir::ModuleOp module, const PipelineOptions& opts, std::ostream& err);
 
-// Parses "NAME=VALUE,NAME=VALUE" (positive integers) into `out`; false with a message otherwise.
+// Parses "NAME=VALUE,NAME=VALUE" (integers in 1..2^31-1, as tensor extents are) into `out`; false
+// with a message otherwise.
 bool parseSizes(const std::string& s, std::map<std::string, int64_t>* out, std::string* err);
 
 // Picks kernel `name` (or the only one) from the module; prints an error and returns null otherwise.
@@ -44,6 +45,11 @@ attn::KernelOp selectKernel(mlir::ModuleOp m, const std::string& name, std::ostr
 // "host" means this machine (Halide's get_host_target); anything else must be a valid Halide
 // target string such as x86-64-linux-avx2-fma.
 bool parseTarget(const std::string& s, Halide::Target* t, std::string* err);
+
+// Whether code for `t` can run here, as JIT compilation (attn-run, attn-tune) needs: the host's
+// architecture, bit width and OS, and no instruction set the host CPU lacks. False with a message
+// that names the difference; compiling ahead of time for another machine stays allowed.
+bool checkJitTarget(const Halide::Target& t, std::string* err);
 
 // The target as the tuning database keys it: the architecture and CPU/GPU features, without the
 // features that only change how code is packaged or checked (no_runtime, jit, profile, ...).

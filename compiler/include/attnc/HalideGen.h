@@ -114,7 +114,8 @@ struct LoweredKernel {
   std::vector<Halide::Argument> arguments() const;
   Halide::Pipeline pipeline() const {
     Halide::Pipeline p(outputs());
-    for (const auto& [cond, msg] : requirements) p.add_requirement(cond, msg);
+    // The marker lets the runtime cut Halide's "Requirement Failed: (cond)" prefix.
+    for (const auto& [cond, msg] : requirements) p.add_requirement(cond, "[attnc] " + msg);
     return p;
   }
 };

@@ -69,6 +69,10 @@ bool parseSizes(const std::string& s, std::map<std::string, int64_t>* out, std::
       *err = "--sizes expects NAME=VALUE,... with positive integer values, got '" + item + "'";
       return false;
     }
+    if (std::stoll(value) > 2147483647) {
+      *err = "--sizes: " + item + " is more than 2147483647, the largest extent of a tensor dimension";
+      return false;
+    }
     (*out)[name] = std::stoll(value);
     any = true;
   }
@@ -148,9 +152,13 @@ int64_t sizeOf(const std::string& dim, const std::map<std::string, int64_t>& siz
   while (pos <= dim.size()) {
     size_t star = dim.find('*', pos);
     std::string f = dim.substr(pos, star == std::string::npos ? std::string::npos : star - pos);
-    if (!f.empty() && std::isdigit((unsigned char)f[0])) v *= std::stoll(f);
-    else if (sizes.count(f)) v *= sizes.at(f);
+    int64_t x = 0;
+    if (!f.empty() && std::isdigit((unsigned char)f[0])) x = std::stoll(f);
+    else if (sizes.count(f)) x = sizes.at(f);
     else throw std::runtime_error("the autoscheduler needs every size as an estimate: --sizes has no value for '" + f + "' (" + what + ")");
+    // Halide's estimates are 32-bit extents, as a tensor's dimensions are.
+    if (__builtin_mul_overflow(v, x, &v) || v > 2147483647)
+      throw std::runtime_error("the autoscheduler's estimate of " + what + " (" + dim + ") is more than 2147483647 at these --sizes");
     if (star == std::string::npos) break;
     pos = star + 1;
   }
@@ -189,6 +197,28 @@ std::string tuningTargetKey(const Halide::Target& t) {
               F::TraceLoads, F::TraceStores, F::TraceRealizations, F::TracePipeline, F::ProfileByTimer})
     k = k.without_feature(f);
   return k.to_string();
+}
+
+bool checkJitTarget(const Halide::Target& t, std::string* err) {
+  using F = Halide::Target::Feature;
+  const Halide::Target host = Halide::get_host_target();
+  auto hostName = [&] { return " (this machine is " + host.to_string() + "); compile it ahead of time with attnc --emit=lib instead"; };
+  if (t.arch != host.arch || t.bits != host.bits || t.os != host.os) {
+    *err = "target '" + t.to_string() + "' cannot run here" + hostName();
+    return false;
+  }
+  // Instruction sets: code using one the CPU lacks dies of SIGILL.
+  static const F kIsa[] = {F::SSE41, F::AVX, F::AVX2, F::AVXVNNI, F::FMA, F::FMA4, F::F16C, F::AVX512, F::AVX512_KNL,
+                           F::AVX512_Skylake, F::AVX512_Cannonlake, F::AVX512_SapphireRapids, F::AVX512_Zen4,
+                           F::AVX512_Zen5, F::AVX10_1, F::X86APX, F::ARMv7s, F::VSX, F::POWER_ARCH_2_07, F::SVE,
+                           F::SVE2, F::ARMDotProd, F::ARMFp16, F::RVV, F::ARMv81a, F::ARMv82a, F::ARMv83a, F::ARMv84a,
+                           F::ARMv85a, F::ARMv86a, F::ARMv87a, F::ARMv88a, F::ARMv89a};
+  for (F f : kIsa)
+    if (t.has_feature(f) && !host.has_feature(f)) {
+      *err = "target '" + t.to_string() + "' uses " + Halide::Target::feature_to_name(f) + ", which this CPU lacks" + hostName();
+      return false;
+    }
+  return true;
 }
 
 bool parseTarget(const std::string& s, Halide::Target* t, std::string* err) {

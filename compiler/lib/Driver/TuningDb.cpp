@@ -2,6 +2,9 @@
 #include "attnc/TuningDb.h"
 #include "attnc/output.h"
 
+#include "attnc/Transforms/Passes.h"
+#include "attnc/dsl/FrontEnd.h"
+
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
@@ -11,7 +14,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -22,6 +27,8 @@ namespace {
 
 constexpr const char* kFormat = "attnc-tuning-db";
 constexpr int64_t kVersion = 1;
+// Far above what attn-tune writes (a few KiB per kernel and bucket).
+constexpr size_t kMaxTuningDbBytes = 64u << 20;
 
 bool fail(std::string* err, const std::string& path, const std::string& what) {
   *err = path + ": " + what;
@@ -61,12 +68,13 @@ std::string defaultTuningDbPath(const std::string& source) {
 
 bool TuningDb::load(const std::string& path, TuningDb* out, std::string* err) {
   out->entries.clear();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return true; // no database yet
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (!in.good() && !in.eof()) return fail(err, path, "cannot read the tuning database");
-  auto parsed = json::parse(ss.str());
+  // Read as attnc reads sources: never a FIFO or a device, and never without bound.
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec) && !ec) return true; // no database yet
+  std::string text, why;
+  if (!dsl::readRegularFile(path, kMaxTuningDbBytes, &text, &why))
+    return fail(err, path, "cannot read the tuning database: " + why);
+  auto parsed = json::parse(text);
   if (!parsed) return fail(err, path, "not JSON: " + llvm::toString(parsed.takeError()));
   const json::Object* root = parsed->getAsObject();
   if (!root) return fail(err, path, "a tuning database is a JSON object");
@@ -94,7 +102,9 @@ bool TuningDb::load(const std::string& path, TuningDb* out, std::string* err) {
     str("machine", &e.machine, false);
     str("updated", &e.updated, false);
     if (auto t = o->getInteger("online_tile")) {
-      if (*t < 0 || *t > 65536) return fail(err, path, where + "online_tile must be in 0..65536");
+      if (*t != 0 && (*t < kMinOnlineTile || *t > kMaxOnlineTile))
+        return fail(err, path, where + "online_tile must be 0 (the default) or in " + std::to_string(kMinOnlineTile) + ".." +
+                                   std::to_string(kMaxOnlineTile));
       e.onlineTile = (int)*t;
     }
     if (auto t = o->getNumber("time_ms")) e.timeMs = *t;

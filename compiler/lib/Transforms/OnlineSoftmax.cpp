@@ -249,8 +249,9 @@ struct OnlineSoftmaxPass : public PassWrapper<OnlineSoftmaxPass, OperationPass<M
   }
 
   void runOnOperation() override {
-    if (tile < 0) {
-      getOperation().emitError("attn-online-softmax: tile must be positive");
+    if (tile < 0 || (tile != 0 && (tile < kMinOnlineTile || tile > kMaxOnlineTile))) {
+      getOperation().emitError("attn-online-softmax: tile " + std::to_string(tile) + " is outside " +
+                               std::to_string(kMinOnlineTile) + ".." + std::to_string(kMaxOnlineTile));
       return signalPassFailure();
     }
     SmallVector<attn::SoftmaxOp> softmaxes;

@@ -160,6 +160,28 @@ std::string describe_halide_error(int code);
 // message unchanged.
 std::string tidy_halide_message(const std::string& msg);
 
+// Halide's message for a failed call of kernel `k`, in the DSL's terms, or "" when it is not one
+// that names the kernel's tensors: bounds errors ("Input buffer k is accessed at -32, which is
+// before the min (0) in dimension 1", with Halide's dimensions counted from the innermost) become
+// "input 'k' dimension 2 (Nk) is read at -32, before its first index 0"; so do constraint,
+// rank, extent and buffer size errors, failed requirements (their own message) and gathers out
+// of range. call() and attn-run report with it.
+std::string explain_halide_error(const KernelDesc& k, const std::string& msg);
+
+// The memory this process can have: the machine's physical memory (sysconf), or the address-space
+// limit (RLIMIT_AS) when that is lower; 0 when neither is known.
+uint64_t memory_limit_bytes();
+
+// Ok, or an error "<what> needs N bytes (G GiB), more than this machine's memory (M GiB)" when
+// `bytes` exceed memory_limit_bytes(): tools check what they allocate for tensors with it first.
+Status check_memory(const std::string& what, uint64_t bytes);
+
+// Ok, or an error naming `what` (such as "output 'o'") when a dense tensor of this dtype and shape
+// has more than 2^31 - 1 elements (what a kernel addresses with Halide's 32-bit indexing) or needs
+// more memory than check_memory allows. attn-run and attn-tune check every tensor before
+// allocating it.
+Status check_tensor_size(const std::string& what, DType dtype, const std::vector<int64_t>& shape);
+
 // Whether a CUDA driver and at least one device are present (loads libcuda.so.1 and asks it; the
 // answer is cached). When not, `why` says what is missing. call() checks this before running a
 // CUDA kernel, so a machine without a GPU gets "no CUDA device" rather than a driver error.

@@ -87,7 +87,8 @@ const ScheduleRule* selectRule(const LoweredKernel& k, const Halide::Target& t, 
 // Applies `choice`: "auto" (the best applicable rule), "none" (leave the pipeline unscheduled:
 // everything inlined into the outputs, as Halide does by default) or a rule's name, with knob
 // values from `params`. Returns the name of what was applied; throws std::runtime_error for an
-// unknown or inapplicable rule, and for a knob the rule does not have or a value outside 1..4096.
+// unknown or inapplicable rule, and for a knob the rule does not have or a value outside 1..(twice
+// the largest of the knob's choices).
 std::string applySchedule(LoweredKernel& k, const Halide::Target& t, const std::string& choice,
                           const ScheduleParams& params = {});
 

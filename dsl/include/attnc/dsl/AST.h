@@ -3,6 +3,7 @@
 
 #include "attnc/dsl/Diagnostics.h"
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -65,6 +66,10 @@ struct Expr {
   const IndexDecl* index = nullptr;   // Ident of kind Index
   const TensorDecl* tensor = nullptr; // Read
   double constValue = 0;              // Ident of kind Const
+  // An int expression of numbers and integer constants only (set by Sema): its value, which Sema
+  // checked fits in 32 bits, as it must at run time.
+  bool hasIntValue = false;
+  int64_t intValue = 0;
   const Expr* let = nullptr;          // Ident of kind Let: the Let node that binds it
   // Read: what an out-of-range subscript means: "" (a program error), "zero" (reads 0), "clamp"
   // (reads the nearest element) or "exclude" (in a softmax, masks the point out; reads 0).
@@ -154,7 +159,8 @@ struct ConstDecl {
 
 struct Kernel {
   std::string name;
-  Loc loc;
+  Loc loc;     // the `kernel` keyword
+  Loc nameLoc; // the kernel's name
   std::vector<std::unique_ptr<TensorDecl>> inputs, outputs;
   std::vector<ConstDecl> consts;
   // `require cond, "message"`: a condition on sizes and constants. One that uses only constants
