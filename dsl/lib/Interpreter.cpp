@@ -101,6 +101,7 @@ struct Slot {
   int64_t i = 0;
   double f = 0;
   bool b = false;
+  bool z = false; // f is a structural zero (see evalFZ)
 };
 
 struct Storage {
@@ -109,6 +110,7 @@ struct Storage {
   const double* data = nullptr;
   std::vector<double> own; // outputs and locals
   bool isInt = false;
+  std::vector<uint8_t> masked; // a softmax's masked points (structural zeros); empty if none
 };
 
 ScalarType promote(ScalarType a, ScalarType b) {
@@ -476,7 +478,9 @@ private:
     fail("integer division by zero in definition '" + defName_ + "'" + where(n.src->loc) + ", in '" + exprToString(*n.src) + "'");
   }
 
-  double read(const Node& n) {
+  // `z` (if given) says whether the value is a structural zero: a `.zero`/`.exclude` read outside
+  // the tensor, or a masked point of a softmax.
+  double read(const Node& n, bool* z = nullptr) {
     const Storage& t = tensors_[n.tensor];
     int64_t off = 0;
     for (size_t d = 0; d < n.kids.size(); ++d) {
@@ -487,6 +491,7 @@ private:
           if (t.shape[d] > 0) i = std::clamp<int64_t>(i, 0, t.shape[d] - 1); // else: reported below
         } else { // zero, or exclude: read as 0 and mask the softmax point out
           if (n.boundary == Node::Boundary::Exclude) excluded_ = true;
+          if (z) *z = true;
           return 0.0;
         }
       }
@@ -496,6 +501,7 @@ private:
              " (in '" + exprToString(*n.src) + "')");
       off += i * t.strides[d];
     }
+    if (z && !t.masked.empty() && t.masked[off]) *z = true;
     return t.data[off];
   }
 
@@ -508,7 +514,7 @@ private:
       s.f = (double)s.i;
       break;
     case ScalarType::Bool: s.b = evalB(v); break;
-    default: s.f = evalF(v); break;
+    default: s.f = evalFZ(v, &s.z); break;
     }
   }
 
@@ -563,9 +569,11 @@ private:
     switch (n.op) {
     case Op::IntConst: return n.ival;
     case Op::IFloor: {
+      // As compiled: clamped to the ints an f32 reaches (2^31 - 128 is the largest f32 below
+      // 2^31), NaN to the lowest.
       double x = evalF(n.kids[0]);
-      if (std::isnan(x)) fail("ifloor of NaN in definition '" + defName_ + "'" + where(n.src->loc));
-      return (int64_t)std::clamp(std::floor(x), -2147483648.0, 2147483647.0);
+      if (std::isnan(x)) return -2147483648LL;
+      return (int64_t)std::clamp(std::floor(x), -2147483648.0, 2147483520.0);
     }
     case Op::Slot: return frame_[n.slot].i;
     case Op::Read: return (int64_t)read(n);
@@ -592,17 +600,46 @@ private:
     }
   }
 
+  // Structural zeros (docs/language.md §6): a `.zero`/`.exclude` read outside its tensor and a
+  // masked point of a softmax are zeros that make a product they are a factor of 0, whatever the
+  // other factors (0 * inf and 0 * NaN included); so do their negations and quotients. `z` says
+  // whether the value is such a zero. As in compiled code, a `let` passes it on, a `select` or a
+  // conversion does not.
+  double evalFZ(const Node& n, bool* z) {
+    *z = false;
+    if (n.type != ScalarType::Float) return evalF(n);
+    switch (n.op) {
+    case Op::Slot: *z = frame_[n.slot].z; return frame_[n.slot].f;
+    case Op::Read: return read(n, z);
+    case Op::Let: bindLet(n); return evalFZ(n.kids[1], z);
+    case Op::Neg: return -evalFZ(n.kids[0], z);
+    case Op::Mul: {
+      bool za, zb;
+      double a = evalFZ(n.kids[0], &za), b = evalFZ(n.kids[1], &zb);
+      *z = za || zb;
+      return *z ? 0.0 : a * b;
+    }
+    case Op::Div: {
+      bool zb;
+      double a = evalFZ(n.kids[0], z), b = evalFZ(n.kids[1], &zb);
+      return *z ? 0.0 : a / b;
+    }
+    default: return evalF(n);
+    }
+  }
+
   double evalF(const Node& n) {
     if (n.type == ScalarType::Int) return (double)evalI(n);
+    bool z;
     switch (n.op) {
     case Op::FloatConst: return n.fval;
-    case Op::Slot: return frame_[n.slot].f;
-    case Op::Read: return read(n);
-    case Op::Neg: return -evalF(n.kids[0]);
+    case Op::Slot:
+    case Op::Read:
+    case Op::Neg:
+    case Op::Mul:
+    case Op::Div: return evalFZ(n, &z);
     case Op::Add: return evalF(n.kids[0]) + evalF(n.kids[1]);
     case Op::Sub: return evalF(n.kids[0]) - evalF(n.kids[1]);
-    case Op::Mul: return evalF(n.kids[0]) * evalF(n.kids[1]);
-    case Op::Div: return evalF(n.kids[0]) / evalF(n.kids[1]);
     case Op::Math: {
       double x = evalF(n.kids[0]);
       switch ((Fn)n.sub) {
@@ -739,7 +776,7 @@ private:
 
     double* out = s.own.data();
     if (def.rhs->kind == ExprKind::Softmax) {
-      runSoftmax(def, dims, out);
+      runSoftmax(def, dims, out, (size_t)n, &s.masked);
     } else {
       Node rhs = compile(*def.rhs);
       requireNumber(rhs, "definition");
@@ -758,7 +795,7 @@ private:
   // For each point of the non-axis indices: p = exp(score - max) / sum over the unmasked points
   // of the axes; masked points (where false, or a score of -inf) are 0, and a slice with no
   // unmasked point is all 0.
-  void runSoftmax(const Definition& def, const std::vector<Dim>& dims, double* out) {
+  void runSoftmax(const Definition& def, const std::vector<Dim>& dims, double* out, size_t count, std::vector<uint8_t>* masked) {
     const Expr& sm = *def.rhs;
     if (def.tensor->elemType != ElemType::F32) internal("softmax into an i32 tensor");
     std::vector<Dim> rows, axes;
@@ -784,9 +821,16 @@ private:
       auto point = [&](int64_t off) {
         double sc = -INFINITY;
         excluded_ = false;
+        bool hidden = true;
         if ((!mask || evalB(*mask)) && !excluded_) {
           sc = evalF(body);
+          hidden = excluded_;
           if (excluded_) sc = -INFINITY;
+        }
+        // A point the mask hides is a structural zero; one whose score is -inf is an ordinary 0.
+        if (hidden) {
+          if (masked->empty()) masked->assign(count, 0);
+          (*masked)[off] = 1;
         }
         offs.push_back(off);
         scores.push_back(sc);

@@ -112,13 +112,15 @@ struct LoweredKernel {
   const LoweredFunc* find(const std::string& name) const;
   std::vector<Halide::Func> outputs() const;
   std::vector<Halide::Argument> arguments() const;
-  Halide::Pipeline pipeline() const {
-    Halide::Pipeline p(outputs());
-    // The marker lets the runtime cut Halide's "Requirement Failed: (cond)" prefix.
-    for (const auto& [cond, msg] : requirements) p.add_requirement(cond, "[attnc] " + msg);
-    return p;
-  }
+  // The kernel's pipeline, with IEEE float semantics applied to every Func (after scheduling,
+  // as every compile path calls this; applyFloatSemantics is idempotent).
+  Halide::Pipeline pipeline() const;
 };
+
+// Gives every float operation of the kernel's Funcs IEEE semantics for inf and NaN (Halide's
+// default assumes neither), except the multiply-adds of sums of products, which stay free to
+// become fused multiply-adds (FloatSemantics.cpp). Idempotent.
+void applyFloatSemantics(const LoweredKernel& k);
 
 // Lowers one kernel. Throws std::runtime_error for IR that has no Halide lowering.
 LoweredKernel lowerToHalide(attn::KernelOp kernel);

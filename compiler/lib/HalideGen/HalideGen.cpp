@@ -8,8 +8,10 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
@@ -52,6 +54,14 @@ std::vector<H::Func> LoweredKernel::outputs() const {
   std::vector<H::Func> out;
   for (const auto& n : outputNames) out.push_back(find(n)->func);
   return out;
+}
+
+H::Pipeline LoweredKernel::pipeline() const {
+  applyFloatSemantics(*this);
+  H::Pipeline p(outputs());
+  // The marker lets the runtime cut Halide's "Requirement Failed: (cond)" prefix.
+  for (const auto& [cond, msg] : requirements) p.add_requirement(cond, "[attnc] " + msg);
+  return p;
 }
 
 std::vector<H::Argument> LoweredKernel::arguments() const {
@@ -342,7 +352,7 @@ private:
       lf.maskBounded = restrictReduction(r, red, env);
       Env inner = env;
       for (unsigned i = 0; i < red.getBody().getNumArguments(); ++i) inner[red.getBody().getArgument(i)] = r[i];
-      H::Expr v = castTo(elem, eval(cast<attn::YieldOp>(red.getBody().front().getTerminator()).getValues()[0], inner));
+      H::Expr v = iterateAll(castTo(elem, eval(cast<attn::YieldOp>(red.getBody().front().getTerminator()).getValues()[0], inner)), r);
       lf.func(args) = guarded(op.getResult(), initValue(red.getKind(), v.type()));
       lf.func(args) = combine(red.getKind(), lf.func(args), v);
       lf.role = FuncRole::Reduction;
@@ -428,7 +438,7 @@ private:
     LoweredFunc ex = part("exp", FuncRole::SoftmaxExp);
     ex.varNames = varNames;
     ex.vars = vars;
-    H::Expr e = H::exp(score.func(all) - mx.func(rows));
+    H::Expr e = nanExp(score.func(all) - mx.func(rows));
     // A masked score is -inf (as is a -inf score from an additive mask); a row where every score
     // is -inf has max -inf too, and exp(-inf - -inf) would be NaN, so guard both.
     e = H::select(score.func(all) == H::Float(32).min(), 0.0f, e);
@@ -447,8 +457,8 @@ private:
     LoweredFunc p = part("", FuncRole::Softmax);
     p.varNames = varNames;
     p.vars = vars;
-    H::Expr prob = ex.func(all) / sm.func(rows);
-    prob = H::select(sm.func(rows) > 0.0f, prob, 0.0f); // fully masked row: zeros, never NaN
+    // A fully masked row has sum 0 and gives zeros; a NaN sum (a NaN or +inf score) stays NaN.
+    H::Expr prob = H::select(sm.func(rows) == 0.0f, 0.0f, ex.func(all) / sm.func(rows));
     p.func(all) = guarded(op.getResult(), prob);
     p.reads = {ex.name, sm.name};
 
@@ -485,6 +495,13 @@ private:
     const H::Expr lo = H::Float(32).min();
     // The lowest finite float: maxes are kept at least this so that -inf - -inf makes no NaN.
     const H::Expr finite = -std::numeric_limits<float>::max();
+    // Every exp is scaled by 2^-k <= 1/T, so that a tile's sum of exps times values stays within
+    // the values' range (each exp is <= 1, and T values near the largest float would overflow).
+    // A power of two scales exactly; it only flushes exps below 2^-126 (relative to the row's
+    // largest, 2^-k, they are under 2^-110: far below a float's resolution of the sum).
+    int scaleBits = 0;
+    while ((1 << scaleBits) < T) ++scaleBits;
+    const H::Expr tileScale = H::Expr(std::ldexp(1.0f, -scaleBits));
     // The result's extents, by index.
     std::vector<H::Expr> extents;
     for (Value e : op.getExtents()) extents.push_back(H::cast<int32_t>(eval(e, env)));
@@ -586,7 +603,7 @@ private:
       c.texp.vars = svars, c.texp.varNames = snames;
       c.texp.vars.push_back(kt), c.texp.varNames.push_back(tileName);
       H::Expr sk = scoreAt(kt, key);
-      c.texp.func(texpArgs(key, kt)) = H::exp(sk - H::max(c.tmax.func(rowsTile(kt)), finite));
+      c.texp.func(texpArgs(key, kt)) = nanExp(sk - H::max(c.tmax.func(rowsTile(kt)), finite)) * tileScale;
       c.texp.reads = {c.score.name, c.tmax.name};
 
       c.tsum.vars = c.tmax.vars, c.tsum.varNames = c.tmax.varNames;
@@ -608,8 +625,24 @@ private:
       reads_ = nullptr;
       c.tpv.reads.push_back(c.texp.name);
       std::vector<H::Expr> tpvArgs = withKey(vars, kt);
+      H::Expr weighted = c.texp.func(texpArgs(rp, kt)) * value;
+      if (!full) {
+        // A slot another tile counts, or a key the mask hides from this row, is never read: its
+        // exp is 0, but 0 times an inf or NaN value would be NaN (docs/language.md, "Structural
+        // zeros"). Full tiles have neither.
+        H::Expr slotOk = rp >= kt * T - base(kt) && rp < Nk;
+        if (sy.getValues().size() == 2) {
+          Env menv;
+          for (size_t k = 0; k < rowsMap.size(); ++k)
+            menv[sb.getArgument(k)] = rowsMap[k] < 0 ? keyAt(kt, rp) : H::Expr(vars[rowsMap[k]]);
+          reads_ = &c.tpv.reads;
+          slotOk = slotOk && eval(sy.getValues()[1], menv);
+          reads_ = nullptr;
+        }
+        weighted = H::select(slotOk, weighted, 0.0f);
+      }
       c.tpv.func(tpvArgs) = 0.0f;
-      c.tpv.func(tpvArgs) += c.texp.func(texpArgs(rp, kt)) * value;
+      c.tpv.func(tpvArgs) += weighted;
       c.tpv.rvars = {rp[0]}, c.tpv.rvarNames = {keyName}, c.tpv.reduceKind = "sum";
       return c;
     };
@@ -773,7 +806,10 @@ private:
     }
     state.vars = stVars, state.varNames = stNames;
     std::vector<H::Expr> stArgs = reversed(toExprs(stVars));
-    state.func(stArgs) = H::Tuple(lo, 0.0f, 0.0f);
+    // (output so far, sum of exps, max). Each element reads only itself and the elements after
+    // it: Halide stores a Tuple update's elements in order, and under strict floats it does not
+    // see that an element reads an earlier one (FloatSemantics.cpp checks the order).
+    state.func(stArgs) = H::Tuple(0.0f, 0.0f, lo);
     // What the state reads at (group, row in group): the row itself, kept inside the query range
     // for the last group's rows past its end (their state is computed and never read).
     std::vector<H::Expr> rowExprs = toExprs(vars);
@@ -807,7 +843,7 @@ private:
         rt.where(!split ? vis : c.score.onlineFull ? full : ranges.empty() ? vis && !full : vis);
         state.maskBounded = grouped;
       }
-      H::Expr mo = state.func(stArgs)[0], l = state.func(stArgs)[1], acc = state.func(stArgs)[2];
+      H::Expr acc = state.func(stArgs)[0], l = state.func(stArgs)[1], mo = state.func(stArgs)[2];
       H::Expr mt = c.tmax.func(stateRows(rt));
       // One exp per step: exp(-|old - tile max|) rescales whichever of the two is smaller. Maxes
       // are kept finite so that -inf - -inf (nothing seen yet, a tile with every key masked)
@@ -817,7 +853,12 @@ private:
       H::Expr mof = H::max(mo, finite), mtf = H::max(mt, finite);
       H::Expr cf = H::exp(-H::abs(mof - mtf)), g = H::cast<float>(mof >= mtf);
       H::Expr a = g + (1.0f - g) * cf, b = g * cf + (1.0f - g);
-      state.func(stArgs) = H::Tuple(H::max(mo, mt), l * a + c.tsum.func(stateRows(rt)) * b, acc * a + c.tpv.func(stateIndices(rt)) * b);
+      // The output so far is kept normalised (a weighted mean of the values seen), so it never
+      // overflows where the result does not; the sum of exps is 0 only while every key seen was
+      // masked, and then both terms are 0 (the sum is kept at least the smallest normal float).
+      H::Expr ln = l * a + c.tsum.func(stateRows(rt)) * b;
+      H::Expr inv = 1.0f / H::max(ln, std::numeric_limits<float>::min());
+      state.func(stArgs) = H::Tuple(acc * (l * a * inv) + c.tpv.func(stateIndices(rt)) * (b * inv), ln, H::max(mo, mt));
       state.rvars.push_back(rt[0]), state.rvarNames.push_back(tileName);
       for (const std::string& n : {c.tmax.name, c.tsum.name, c.tpv.name}) state.reads.push_back(n);
     }
@@ -873,8 +914,7 @@ private:
       outState.insert(outState.begin() + rq, i / kOnlineQueryGroup);
     }
     outState = reversed(outState);
-    H::Expr ls = state.func(outState)[1];
-    out.func(reversed(toExprs(vars))) = guarded(op.getResult(), H::select(ls > 0.0f, state.func(outState)[2] / ls, 0.0f));
+    out.func(reversed(toExprs(vars))) = guarded(op.getResult(), state.func(outState)[0]);
     out.reads = {state.name};
 
     funcNames_[op.getResult()] = name;
@@ -913,6 +953,16 @@ private:
     return dep(v);
   }
 
+  // A reduction's body, made to use its domain: Halide attaches an RDom to an update only through
+  // the RVars the update mentions, so `sum(j in 0..N) 1.0` would run once, not N times. A body
+  // that mentions none gets `+ 0 * j` (in the body's type), which lowering simplifies away after
+  // the loop over the domain exists.
+  static H::Expr iterateAll(H::Expr v, const H::RDom& r) {
+    for (int i = 0; i < r.dimensions(); ++i)
+      if (H::Internal::expr_uses_var(v, r[i].name())) return v;
+    return v + H::cast(v.type(), H::Expr(0) * H::Expr(r[0]));
+  }
+
   static H::Expr initValue(StringRef kind, H::Type t) {
     if (kind == "sum") return H::Internal::make_zero(t);
     if (kind == "max") return t.min();
@@ -920,9 +970,15 @@ private:
   }
   static H::Expr combine(StringRef kind, H::Expr acc, H::Expr v) {
     if (kind == "sum") return acc + v;
-    if (kind == "max") return H::max(acc, v);
-    return H::min(acc, v);
+    H::Expr m = kind == "max" ? H::max(acc, v) : H::min(acc, v);
+    return v.type().is_float() ? nanPropagating(acc, v, m) : m;
   }
+  // exp(x), NaN for a NaN x: Halide's exp gives 0 there. A softmax's exps of score - max are
+  // where a NaN or +inf score (inf - inf) turns its row into NaN, as in PyTorch: the row's sum
+  // becomes NaN whether or not the max kept the NaN (a max of floats does not promise to).
+  static H::Expr nanExp(const H::Expr& x) { return H::select(H::is_nan(x), x, H::exp(x)); }
+  // `m` (a max or min of x and y), or NaN when x or y is NaN (x + y is then NaN).
+  static H::Expr nanPropagating(H::Expr x, H::Expr y, H::Expr m) { return H::select(H::is_nan(x) || H::is_nan(y), x + y, m); }
 
   // Block arguments of enclosing index regions that `root`'s region depends on, outermost first.
   // Only indices of regions that enclose `root` count: reads of other definitions are calls to
@@ -1002,7 +1058,7 @@ private:
     for (unsigned i = 0; i < op.getBody().getNumArguments(); ++i) inner[op.getBody().getArgument(i)] = r[i];
     std::vector<std::string>* savedReads = reads_;
     reads_ = &lf.reads;
-    H::Expr v = castTo(op.getType(), eval(cast<attn::YieldOp>(op.getBody().front().getTerminator()).getValues()[0], inner));
+    H::Expr v = iterateAll(castTo(op.getType(), eval(cast<attn::YieldOp>(op.getBody().front().getTerminator()).getValues()[0], inner)), r);
     reads_ = savedReads;
     std::vector<H::Expr> args = reversed(toExprs(lf.vars));
     lf.func(args) = initValue(op.getKind(), v.type());
@@ -1059,7 +1115,70 @@ private:
     return def && d < def->getNumOperands() && sameExtent(def->getOperand(d), ext);
   }
 
+  // A read, as its value at the clamped subscripts and the condition under which that value is
+  // the one read (false: a `.zero`/`.exclude` read outside the tensor, whose value is 0).
+  struct ReadParts {
+    H::Expr value, inRange;
+  };
+
   H::Expr lowerRead(attn::ReadOp r, Env& env) {
+    ReadParts p = lowerReadParts(r, env);
+    if (r.getBoundary() == "zero" && !H::Internal::is_const_one(p.inRange))
+      return H::select(p.inRange, p.value, H::Internal::make_zero(p.value.type()));
+    return p.value;
+  }
+
+  // Structural zeros (docs/language.md §6): a `.zero` or `.exclude` read outside its tensor and a
+  // masked entry of a softmax are exact zeros that make a product they are a factor of 0, even
+  // when another factor is inf or NaN (a zero-padded sample times an infinite weight, a masked
+  // probability times a NaN value: the masked key is never read). For a product, negation or
+  // quotient with such a factor: its value computed from the raw reads, and the condition under
+  // which it is not structurally 0. Empty for anything else.
+  std::optional<ReadParts> structural(Value v, Env& env) {
+    Operation* op = v.getDefiningOp();
+    if (!op || !v.getType().isF32()) return std::nullopt;
+    if (auto r = dyn_cast<attn::ReadOp>(op)) {
+      Value t = r.getTensor();
+      StringRef boundary = r.getBoundary();
+      if (boundary == "zero" || boundary == "exclude") {
+        ReadParts p = lowerReadParts(r, env);
+        if (H::Internal::is_const_one(p.inRange)) return std::nullopt;
+        return p;
+      }
+      auto sm = t.getDefiningOp<attn::SoftmaxOp>();
+      if (!sm) return std::nullopt;
+      auto yield = cast<attn::YieldOp>(sm.getBody().front().getTerminator());
+      if (yield.getValues().size() != 2) return std::nullopt;
+      // The softmax's mask (its `where` and `.exclude` conditions) at the read's subscripts.
+      Env menv;
+      for (auto [arg, sub] : llvm::zip(sm.getBody().front().getArguments(), r.getIndices())) menv[arg] = H::cast<int32_t>(eval(sub, env));
+      H::Expr mask = eval(yield.getValues()[1], menv);
+      return ReadParts{lowerReadParts(r, env).value, mask};
+    }
+    auto operand = [&](Value x) {
+      std::optional<ReadParts> p = structural(x, env);
+      return p ? *p : ReadParts{eval(x, env), H::Expr()};
+    };
+    auto both = [](const H::Expr& a, const H::Expr& b) { return !a.defined() ? b : !b.defined() ? a : a && b; };
+    if (isa<arith::MulFOp>(op)) {
+      ReadParts a = operand(op->getOperand(0)), b = operand(op->getOperand(1));
+      if (!a.inRange.defined() && !b.inRange.defined()) return std::nullopt;
+      return ReadParts{a.value * b.value, both(a.inRange, b.inRange)};
+    }
+    if (isa<arith::NegFOp>(op)) {
+      std::optional<ReadParts> a = structural(op->getOperand(0), env);
+      if (a) a->value = -a->value;
+      return a;
+    }
+    if (isa<arith::DivFOp>(op)) {
+      std::optional<ReadParts> a = structural(op->getOperand(0), env);
+      if (a) a->value = a->value / eval(op->getOperand(1), env);
+      return a;
+    }
+    return std::nullopt;
+  }
+
+  ReadParts lowerReadParts(attn::ReadOp r, Env& env) {
     std::vector<H::Expr> idx; // DSL order
     for (Value i : r.getIndices()) idx.push_back(H::cast<int32_t>(eval(i, env)));
     Value t = r.getTensor();
@@ -1102,8 +1221,7 @@ private:
       }
     }
     H::Expr v = param ? H::Expr(param->param(reversed(idx))) : H::Expr(func(reversed(idx)));
-    if (boundary == "zero") v = H::select(inRange, v, H::Internal::make_zero(v.type()));
-    return v;
+    return {v, inRange};
   }
 
   // --- scalar expressions --------------------------------------------------------------------
@@ -1137,16 +1255,23 @@ private:
         })
         .Case<arith::AddFOp, arith::AddIOp>([&](auto) { return a(0) + a(1); })
         .Case<arith::SubFOp, arith::SubIOp>([&](auto) { return a(0) - a(1); })
-        .Case<arith::MulFOp, arith::MulIOp>([&](auto) { return a(0) * a(1); })
-        .Case<arith::DivFOp>([&](auto) { return a(0) / a(1); })
+        .Case<arith::MulFOp, arith::DivFOp, arith::NegFOp>([&](Operation* o) -> H::Expr {
+          if (std::optional<ReadParts> p = structural(o->getResult(0), env)) return H::select(p->inRange, p->value, 0.0f);
+          if (isa<arith::NegFOp>(o)) return -a(0);
+          return isa<arith::MulFOp>(o) ? a(0) * a(1) : a(0) / a(1);
+        })
+        .Case<arith::MulIOp>([&](auto) { return a(0) * a(1); })
         .Case<arith::FloorDivSIOp>([&](auto) {
           // Halide's integer division is Euclidean; it equals floor division for positive divisors.
           H::Expr x = a(0), y = a(1);
           return H::select(y > 0, x / y, (0 - x) / (0 - y));
         })
-        .Case<arith::NegFOp>([&](auto) { return -a(0); })
-        .Case<arith::MaximumFOp, arith::MaxSIOp>([&](auto) { return H::max(a(0), a(1)); })
-        .Case<arith::MinimumFOp, arith::MinSIOp>([&](auto) { return H::min(a(0), a(1)); })
+        // maximumf/minimumf propagate NaN (as torch.maximum does); Halide's max/min of floats
+        // return the other operand (maxnumf/minnumf, which ifloor's clamp uses).
+        .Case<arith::MaximumFOp>([&](auto) { return nanPropagating(a(0), a(1), H::max(a(0), a(1))); })
+        .Case<arith::MinimumFOp>([&](auto) { return nanPropagating(a(0), a(1), H::min(a(0), a(1))); })
+        .Case<arith::MaxNumFOp, arith::MaxSIOp>([&](auto) { return H::max(a(0), a(1)); })
+        .Case<arith::MinNumFOp, arith::MinSIOp>([&](auto) { return H::min(a(0), a(1)); })
         .Case<arith::AndIOp>([&](auto) { return a(0) && a(1); })
         .Case<arith::OrIOp>([&](auto) { return a(0) || a(1); })
         .Case<arith::XOrIOp>([&](auto) { return a(0) != a(1); })

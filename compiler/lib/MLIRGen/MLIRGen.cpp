@@ -320,11 +320,12 @@ private:
     if (n == "abs") return b_.create<math::AbsFOp>(l, x);
     if (n == "floor") return b_.create<math::FloorOp>(l, x);
     if (n == "ifloor") {
-      // floor, clamped to the 32-bit range (the language's ints), then converted.
+      // floor, clamped to the 32-bit range (the language's ints), then converted; NaN becomes
+      // the lowest int (maxnumf returns its other operand for a NaN).
       Value f = b_.create<math::FloorOp>(l, x);
       Value lo = b_.create<arith::ConstantOp>(l, b_.getF32FloatAttr(-2147483648.0f));
       Value hi = b_.create<arith::ConstantOp>(l, b_.getF32FloatAttr(2147483520.0f)); // largest f32 below 2^31
-      f = b_.create<arith::MinimumFOp>(l, b_.create<arith::MaximumFOp>(l, f, lo), hi);
+      f = b_.create<arith::MinimumFOp>(l, b_.create<arith::MaxNumFOp>(l, f, lo), hi);
       Value i = b_.create<arith::FPToSIOp>(l, b_.getI32Type(), f);
       return b_.create<arith::IndexCastOp>(l, b_.getIndexType(), i);
     }

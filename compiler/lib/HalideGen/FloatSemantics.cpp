@@ -1,0 +1,126 @@
+// IEEE float semantics for a lowered kernel: strict_float everywhere but the multiply-adds of sums.
+//
+// Halide's default code generation tells LLVM that no float is ever inf or NaN (module-wide
+// NoInfsFPMath/NoNaNsFPMath, and nnan/ninf on every instruction) and lets it contract any
+// multiply and add. attnc relies on both: masks are -inf scores, and a NaN input must stay NaN in
+// the rows it reaches (docs/language.md §6, "Floating point"). Under those flags LLVM may fold
+// `s == -inf` to false or a NaN test to true, and contracting `rsqrt(D) * dot - max` into one
+// fused multiply-add makes the exp's copy of a score differ from the max's copy: at scores near
+// 1e12 every exp of a row underflowed to 0 (a zero row where the math gives the winning key's
+// value). So every float expression is wrapped in strict_float, which also switches the module to
+// per-instruction flags. The one exception is the update of a sum whose body is a product
+// (`acc + a * b`: contractions, projections, the value GEMM of attention): that multiply and add
+// keep Halide's flags so that they become one FMA, which is what makes those loops fast; only
+// the product's factors are strict. A fused multiply-add rounds once instead of twice and so is
+// no less accurate, and inf/NaN pass through it by IEEE rules in hardware.
+#include "attnc/HalideGen.h"
+
+#include <set>
+#include <stdexcept>
+
+namespace attnc {
+namespace {
+
+namespace H = Halide;
+namespace HI = Halide::Internal;
+
+// Whether an expression computes anything in floating point (a float-typed node anywhere).
+bool hasFloat(const H::Expr& e) {
+  struct Finder : HI::IRGraphVisitor {
+    bool found = false;
+    using HI::IRGraphVisitor::include;
+    void include(const H::Expr& x) override {
+      if (found) return;
+      if (x.type().is_float()) {
+        found = true;
+        return;
+      }
+      HI::IRGraphVisitor::include(x);
+    }
+  } f;
+  e.accept(&f);
+  return f.found;
+}
+
+// Halide's strict_float rewrites float arithmetic into strict intrinsics (strict_add, ...), so
+// applying it again to its own result changes nothing.
+H::Expr strictly(const H::Expr& e) { return e.defined() && hasFloat(e) ? H::strict_float(e) : e; }
+
+// `self(args) + a * b` (either order of the sum) for a Function named `self`, or null.
+const HI::Mul* productAfterSelf(const H::Expr& value, const std::string& self, H::Expr* selfCall) {
+  const auto* add = value.as<HI::Add>();
+  if (!add || !add->type.is_float()) return nullptr;
+  for (const auto& [s, p] : {std::pair{add->a, add->b}, std::pair{add->b, add->a}}) {
+    const auto* c = s.as<HI::Call>();
+    const auto* m = p.as<HI::Mul>();
+    if (c && m && c->call_type == HI::Call::Halide && c->name == self) {
+      *selfCall = s;
+      return m;
+    }
+  }
+  return nullptr;
+}
+
+// A Tuple update reads its elements' old values, but Halide (21) stores the elements in order and
+// decides whether one element reads another with a visitor that does not look inside calls,
+// which strict operations are (strict_max(state.0[0], ...)): an element that reads an earlier
+// element would read its new value. HalideGen orders Tuple elements so that each reads only
+// itself and later ones (the online softmax's state); this keeps it so.
+void checkTupleOrder(const HI::Definition& d, const std::string& self) {
+  for (size_t i = 0; i < d.values().size(); ++i) {
+    struct Reads : HI::IRVisitor {
+      std::string self;
+      int earliest = 1 << 30;
+      using HI::IRVisitor::visit;
+      void visit(const HI::Call* c) override {
+        if (c->call_type == HI::Call::Halide && c->name == self) earliest = std::min(earliest, c->value_index);
+        HI::IRVisitor::visit(c);
+      }
+    } r;
+    r.self = self;
+    d.values()[i].accept(&r);
+    if (r.earliest < (int)i)
+      throw std::logic_error("HalideGen: element " + std::to_string(i) + " of the Tuple update of '" + self +
+                             "' reads element " + std::to_string(r.earliest) + ", which Halide stores first");
+  }
+}
+
+void applyTo(HI::Definition& d, const std::string& self, bool update) {
+  if (!d.defined()) return;
+  if (update && d.values().size() > 1) checkTupleOrder(d, self);
+  for (H::Expr& v : d.values()) {
+    H::Expr selfCall;
+    if (update) {
+      if (const HI::Mul* m = productAfterSelf(v, self, &selfCall)) {
+        v = selfCall + strictly(m->a) * strictly(m->b);
+        continue;
+      }
+    }
+    v = strictly(v);
+  }
+  d.predicate() = strictly(d.predicate());
+  for (HI::Specialization& s : d.specializations()) applyTo(s.definition, self, update);
+}
+
+} // namespace
+
+void applyFloatSemantics(const LoweredKernel& k) {
+  std::vector<HI::Function> outs;
+  for (const H::Func& f : k.outputs()) outs.push_back(f.function());
+  std::map<std::string, HI::Function> env = HI::build_environment(outs);
+  // Wrappers made by schedules (`f.in(g)`) are reached through the wrapped Function's schedule.
+  std::vector<HI::Function> work;
+  for (auto& [n, f] : env) work.push_back(f);
+  std::set<std::string> seen;
+  while (!work.empty()) {
+    HI::Function f = work.back();
+    work.pop_back();
+    if (!seen.insert(f.name()).second) continue;
+    for (auto& [n, w] : f.schedule().wrappers()) work.push_back(HI::Function(w));
+    if (f.has_extern_definition()) continue;
+    applyTo(f.definition(), f.name(), false);
+    for (size_t u = 0; u < f.updates().size(); ++u) applyTo(f.update((int)u), f.name(), true);
+  }
+}
+
+} // namespace attnc
