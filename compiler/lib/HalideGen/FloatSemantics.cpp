@@ -15,6 +15,7 @@
 // no less accurate, and inf/NaN pass through it by IEEE rules in hardware.
 #include "attnc/HalideGen.h"
 
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -46,19 +47,36 @@ bool hasFloat(const H::Expr& e) {
 // applying it again to its own result changes nothing.
 H::Expr strictly(const H::Expr& e) { return e.defined() && hasFloat(e) ? H::strict_float(e) : e; }
 
-// `self(args) + a * b` (either order of the sum) for a Function named `self`, or null.
-const HI::Mul* productAfterSelf(const H::Expr& value, const std::string& self, H::Expr* selfCall) {
-  const auto* add = value.as<HI::Add>();
-  if (!add || !add->type.is_float()) return nullptr;
-  for (const auto& [s, p] : {std::pair{add->a, add->b}, std::pair{add->b, add->a}}) {
-    const auto* c = s.as<HI::Call>();
-    const auto* m = p.as<HI::Mul>();
-    if (c && m && c->call_type == HI::Call::Halide && c->name == self) {
-      *selfCall = s;
-      return m;
-    }
+// Whether `e` is the update's read of its own value: a call of `self`, or a variable that a
+// `let` (Halide's CSE makes them) bound to one.
+bool isSelf(const H::Expr& e, const std::string& self, const std::set<std::string>& aliases) {
+  if (const auto* c = e.as<HI::Call>()) return c->call_type == HI::Call::Halide && c->name == self;
+  const auto* v = e.as<HI::Variable>();
+  return v && aliases.count(v->name);
+}
+
+// `self + a * b` with strict factors and a free multiply-add, also under `let`s (whose values are
+// made strict) and as `select(c, self + a * b, self)` (an update only some points make, such as
+// the online softmax's masked tiles: skipped points add nothing, not even 0 * NaN); nullopt when
+// `value` is not of that form.
+std::optional<H::Expr> relaxedSumOfProduct(const H::Expr& value, const std::string& self, std::set<std::string> aliases = {}) {
+  if (const auto* let = value.as<HI::Let>()) {
+    if (isSelf(let->value, self, aliases)) aliases.insert(let->name);
+    std::optional<H::Expr> body = relaxedSumOfProduct(let->body, self, aliases);
+    if (!body) return std::nullopt;
+    return HI::Let::make(let->name, strictly(let->value), *body);
   }
-  return nullptr;
+  if (const auto* sel = value.as<HI::Select>()) {
+    if (!isSelf(sel->false_value, self, aliases)) return std::nullopt;
+    std::optional<H::Expr> t = relaxedSumOfProduct(sel->true_value, self, aliases);
+    if (!t) return std::nullopt;
+    return H::select(strictly(sel->condition), *t, sel->false_value);
+  }
+  const auto* add = value.as<HI::Add>();
+  if (!add || !add->type.is_float()) return std::nullopt;
+  for (const auto& [s, p] : {std::pair{add->a, add->b}, std::pair{add->b, add->a}})
+    if (const auto* m = p.as<HI::Mul>(); m && isSelf(s, self, aliases)) return s + strictly(m->a) * strictly(m->b);
+  return std::nullopt;
 }
 
 // A Tuple update reads its elements' old values, but Halide (21) stores the elements in order and
@@ -89,10 +107,9 @@ void applyTo(HI::Definition& d, const std::string& self, bool update) {
   if (!d.defined()) return;
   if (update && d.values().size() > 1) checkTupleOrder(d, self);
   for (H::Expr& v : d.values()) {
-    H::Expr selfCall;
     if (update) {
-      if (const HI::Mul* m = productAfterSelf(v, self, &selfCall)) {
-        v = selfCall + strictly(m->a) * strictly(m->b);
+      if (std::optional<H::Expr> r = relaxedSumOfProduct(v, self)) {
+        v = *r;
         continue;
       }
     }

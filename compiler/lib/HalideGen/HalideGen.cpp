@@ -639,10 +639,13 @@ private:
           slotOk = slotOk && eval(sy.getValues()[1], menv);
           reads_ = nullptr;
         }
-        weighted = H::select(slotOk, weighted, 0.0f);
+        // Selecting the whole update (not the product) keeps its multiply-add one FMA.
+        c.tpv.func(tpvArgs) = 0.0f;
+        c.tpv.func(tpvArgs) = H::select(slotOk, c.tpv.func(tpvArgs) + weighted, c.tpv.func(tpvArgs));
+      } else {
+        c.tpv.func(tpvArgs) = 0.0f;
+        c.tpv.func(tpvArgs) += weighted;
       }
-      c.tpv.func(tpvArgs) = 0.0f;
-      c.tpv.func(tpvArgs) += weighted;
       c.tpv.rvars = {rp[0]}, c.tpv.rvarNames = {keyName}, c.tpv.reduceKind = "sum";
       return c;
     };
@@ -973,6 +976,18 @@ private:
     H::Expr m = kind == "max" ? H::max(acc, v) : H::min(acc, v);
     return v.type().is_float() ? nanPropagating(acc, v, m) : m;
   }
+  // a / b by IEEE rules. Halide refuses to generate a division by a constant zero (the `mean` of
+  // an empty domain divides by 0, and a kernel may write `/ 0.0`), and strict floats keep it
+  // from folding one, so that case is spelt out: +-inf by the signs, NaN for 0 / 0 and NaN / 0.
+  static H::Expr fdiv(const H::Expr& a, const H::Expr& b) {
+    const H::Expr sb = Halide::Internal::simplify(b);
+    const std::optional<double> z = Halide::Internal::as_const_float(sb);
+    if (!z || *z != 0.0) return a / b;
+    const float inf = std::numeric_limits<float>::infinity();
+    const H::Expr posInf(std::signbit(*z) ? -inf : inf);
+    return H::select(H::is_nan(a) || a == 0.0f, H::Expr(std::numeric_limits<float>::quiet_NaN()),
+                     H::select(a > 0.0f, posInf, -posInf));
+  }
   // exp(x), NaN for a NaN x: Halide's exp gives 0 there. A softmax's exps of score - max are
   // where a NaN or +inf score (inf - inf) turns its row into NaN, as in PyTorch: the row's sum
   // becomes NaN whether or not the max kept the NaN (a max of floats does not promise to).
@@ -1128,6 +1143,19 @@ private:
     return p.value;
   }
 
+  // Whether computing `v` inside `owner`'s body involves a reduction.
+  static bool reducesIn(Value v, Operation* owner) {
+    llvm::SmallVector<Value> work{v};
+    llvm::DenseSet<Operation*> seen;
+    while (!work.empty()) {
+      Operation* d = work.pop_back_val().getDefiningOp();
+      if (!d || !owner->isAncestor(d) || !seen.insert(d).second) continue;
+      if (isa<attn::ReduceOp>(d)) return true;
+      for (Value o : d->getOperands()) work.push_back(o);
+    }
+    return false;
+  }
+
   // Structural zeros (docs/language.md §6): a `.zero` or `.exclude` read outside its tensor and a
   // masked entry of a softmax are exact zeros that make a product they are a factor of 0, even
   // when another factor is inf or NaN (a zero-padded sample times an infinite weight, a masked
@@ -1149,6 +1177,11 @@ private:
       if (!sm) return std::nullopt;
       auto yield = cast<attn::YieldOp>(sm.getBody().front().getTerminator());
       if (yield.getValues().size() != 2) return std::nullopt;
+      // A mask that reduces (an `.exclude` read inside the score's sum, as swda_natten's) would be
+      // a reduction Func of its own at every read of the softmax, redoing the mask's work there
+      // and keeping the window rule from placing the softmax next to its consumer; such a read
+      // stays a plain product (its probability is still exactly 0 at masked entries).
+      if (reducesIn(yield.getValues()[1], sm)) return std::nullopt;
       // The softmax's mask (its `where` and `.exclude` conditions) at the read's subscripts.
       Env menv;
       for (auto [arg, sub] : llvm::zip(sm.getBody().front().getArguments(), r.getIndices())) menv[arg] = H::cast<int32_t>(eval(sub, env));
@@ -1172,7 +1205,7 @@ private:
     }
     if (isa<arith::DivFOp>(op)) {
       std::optional<ReadParts> a = structural(op->getOperand(0), env);
-      if (a) a->value = a->value / eval(op->getOperand(1), env);
+      if (a) a->value = fdiv(a->value, eval(op->getOperand(1), env));
       return a;
     }
     return std::nullopt;
@@ -1258,7 +1291,7 @@ private:
         .Case<arith::MulFOp, arith::DivFOp, arith::NegFOp>([&](Operation* o) -> H::Expr {
           if (std::optional<ReadParts> p = structural(o->getResult(0), env)) return H::select(p->inRange, p->value, 0.0f);
           if (isa<arith::NegFOp>(o)) return -a(0);
-          return isa<arith::MulFOp>(o) ? a(0) * a(1) : a(0) / a(1);
+          return isa<arith::MulFOp>(o) ? a(0) * a(1) : fdiv(a(0), a(1));
         })
         .Case<arith::MulIOp>([&](auto) { return a(0) * a(1); })
         .Case<arith::FloorDivSIOp>([&](auto) {
