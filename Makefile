@@ -87,25 +87,42 @@ test-asan: setup $(ASAN_BUILD)/build.ninja
 	ulimit -s $(SANITIZER_STACK_KB) && cd $(ASAN_BUILD) && env $(SANITIZER_ENV) CXXFLAGS=-fsanitize=$(SANITIZERS) LDFLAGS=-fsanitize=$(SANITIZERS) \
 	  $(CTEST) --output-on-failure -j $(JOBS)
 
-# libFuzzer targets (clang-19, ASan + UBSan + coverage) for the front end and the .npy reader:
-# each of FUZZ_TARGETS runs for FUZZ_SECONDS from its seed corpus plus what earlier runs found
-# (kept in $(FUZZ_BUILD)/fuzz-work/<target>). A crash, leak or hang (> FUZZ_TIMEOUT s on one
-# input) fails the target and leaves the input in $(FUZZ_BUILD)/fuzz-artifacts.
+# Fuzzing (README "Hardening"): each of FUZZ_TARGETS runs for FUZZ_SECONDS; the first that fails
+# stops `make fuzz` with a non-zero status and leaves its input in $(FUZZ_BUILD)/fuzz-artifacts.
+#  - frontend, npy: libFuzzer targets (clang-19, ASan + UBSan + coverage) for the front end and the
+#    .npy reader, from their seed corpora plus what earlier runs found (kept in
+#    $(FUZZ_BUILD)/fuzz-work/<target>). A crash, leak or hang (> FUZZ_TIMEOUT s on one input) fails.
+#  - numerics: tests/fuzz/numerics_fuzz.py, generated kernels and inputs (NaN, inf, huge, tiny values,
+#    masked rows) compiled by the normal build's attn-run ($(NUMERICS_BIN)) under every schedule rule
+#    that applies, against the fp64 reference interpreter. It needs no libFuzzer build:
+#    `make fuzz FUZZ_TARGETS=numerics FUZZ_SECONDS=3600` is an hour of it. A mismatch, crash, raw
+#    Halide error or timeout fails and leaves $(FUZZ_BUILD)/fuzz-artifacts/numerics-<seed>/ (kernel,
+#    inputs, outputs, report.txt, repro.sh). NUMERICS_FLAGS adds options (--finite-only,
+#    --no-nan, --families=attention, --keep-going, --jobs ...; --help lists them).
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_TIMEOUT ?= 60
-FUZZ_TARGETS ?= frontend npy
+FUZZ_TARGETS ?= frontend npy numerics
 FUZZ_FLAGS   ?=
+NUMERICS_BIN ?= $(BUILD)/bin
+NUMERICS_FLAGS ?=
+LIBFUZZER_TARGETS = $(filter-out numerics,$(FUZZ_TARGETS))
 $(FUZZ_BUILD)/build.ninja: CMakeLists.txt | setup
 	$(CMAKE) -S . -B $(FUZZ_BUILD) $(HARDEN_CMAKE_ARGS) -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 \
 	  -DATTNC_SANITIZE=address,undefined -DATTNC_FUZZ=ON
 
 fuzz-build: setup $(FUZZ_BUILD)/build.ninja
-	$(CMAKE) --build $(FUZZ_BUILD) -j $(JOBS) --target $(FUZZ_TARGETS:%=fuzz_%) attnc_fuzz_corpus
+	$(CMAKE) --build $(FUZZ_BUILD) -j $(JOBS) --target $(LIBFUZZER_TARGETS:%=fuzz_%) attnc_fuzz_corpus
 
-fuzz: fuzz-build
+fuzz: $(if $(LIBFUZZER_TARGETS),fuzz-build) $(if $(filter numerics,$(FUZZ_TARGETS)),build)
 	@mkdir -p $(FUZZ_BUILD)/fuzz-artifacts
 	@set -e; for t in $(FUZZ_TARGETS); do \
+	  if [ "$$t" = numerics ]; then \
+	    echo "fuzz: numerics for $(FUZZ_SECONDS) s"; \
+	    $(VENV)/bin/python tests/fuzz/numerics_fuzz.py --bin $(NUMERICS_BIN) --seconds $(FUZZ_SECONDS) \
+	      --artifacts $(FUZZ_BUILD)/fuzz-artifacts $(NUMERICS_FLAGS); \
+	    continue; \
+	  fi; \
 	  mkdir -p $(FUZZ_BUILD)/fuzz-work/$$t; \
 	  echo "fuzz: fuzz_$$t for $(FUZZ_SECONDS) s"; \
 	  ( ulimit -s $(SANITIZER_STACK_KB) && env $(SANITIZER_ENV) $(FUZZ_BUILD)/bin/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) \
