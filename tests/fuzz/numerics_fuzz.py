@@ -55,7 +55,9 @@ EPS = 2.0 ** -24                 # fp32 unit roundoff
 ETA = 2.0 ** -149 / EPS          # fp32 denormal spacing, in units of EPS
 TOLC = 4.0                       # safety factor on the running error bound
 REF_REL = 2.0 ** -23             # the reference's own rounding to f32 (its outputs are f32)
-TINY = 2.0 ** -126 / (TOLC * EPS)  # an absolute error of the smallest normal float, in the bound's units
+# exp and pow may flush results below the smallest normal float (2^-126) to 0, as fast fp32
+# implementations do: an absolute error of 2^-126, in the bound's units (0 with --strict-denormals)
+TINY = 2.0 ** -126 / (TOLC * EPS)
 
 # ----------------------------------------------------------------------------------------------
 # Shadow model: the kernel evaluated in numpy (fp64, the reference's semantics), with an error
@@ -282,6 +284,8 @@ class Bin(E):
                 hz = x.hz | y.hz
                 a = np.where(hz, 0.0, x.a * y.a)
                 mag = np.where(hz, 0.0, np.abs(y.a) * x.mag + np.abs(x.a) * y.mag + np.abs(a))
+                # an infinite factor times one that fp32 may make 0: inf or NaN
+                wild = wild | (~hz & ((np.isinf(y.a) & _could_be_zero(x)) | (np.isinf(x.a) & _could_be_zero(y))))
             else:  # /
                 hz = x.hz
                 a = np.where(hz, 0.0, x.a / y.a)
@@ -303,6 +307,18 @@ class Neg(E):
     def ev(self, ctx):
         x = self.x.ev(ctx)
         return Val(-x.a, x.hz, x.mag, x.wild, x.ty)
+
+
+def _tiny():
+    return 0.0 if STRICT_DENORMALS else TINY
+
+
+STRICT_DENORMALS = False
+
+
+def _could_be_zero(v):
+    """Finite elements that fp32 may round or flush to 0 (then 0 * inf is NaN where fp64 gives inf)."""
+    return np.isfinite(v.a) & (np.abs(v.a) <= TOLC * EPS * v.mag)
 
 
 def _near_integer(x, tol):
@@ -339,7 +355,10 @@ class Call(E):
         fn = self.fn
         if self.ty == "i" and fn in ("min", "max", "abs"):
             f = {"min": np.minimum, "max": np.maximum, "abs": np.abs}[fn]
-            return Val(f(*[v.a for v in vs]), wild=np.logical_or.reduce([v.wild for v in vs]), ty="i")
+            wild = vs[0].wild
+            for v in vs[1:]:
+                wild = wild | v.wild
+            return Val(f(*[v.a for v in vs]), wild=wild, ty="i")
         vs = [to_float(v) for v in vs]
         x = vs[0]
         tol = TOLC * EPS * x.mag
@@ -367,7 +386,7 @@ class Call(E):
                 ax = np.abs(x.a)
                 rel = np.abs(y.a) * x.mag / ax + np.abs(np.log(ax)) * y.mag
                 mag = np.abs(a) * (np.expm1(np.minimum(TOLC * EPS * rel, 700)) / (TOLC * EPS)
-                                   + 2.0 * (1.0 + np.abs(y.a * np.log(ax)))) + TINY
+                                   + 2.0 * (1.0 + np.abs(y.a * np.log(ax)))) + _tiny()
                 return _finish(Val(a, None, mag + ETA, wild | y.wild | (ax <= tol)))
             f = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "tanh": np.tanh,
                  "rsqrt": lambda t: 1.0 / np.sqrt(t), "erf": _erf}[fn]
@@ -376,7 +395,7 @@ class Call(E):
             # each builtin's own error (measured: exp 4.5, log 3.7, tanh 2.7, erf 5.8 eps at most,
             # sqrt and rsqrt 1.5, sin and cos 1 absolute), and exp may flush results below 2^-126
             if fn == "exp":
-                mag = aa * (np.expm1(np.minimum(TOLC * EPS * x.mag, 700)) / (TOLC * EPS) + 2.0) + TINY
+                mag = aa * (np.expm1(np.minimum(TOLC * EPS * x.mag, 700)) / (TOLC * EPS) + 2.0) + _tiny()
             elif fn == "log":
                 mag = x.mag / np.abs(x.a) + aa + 2.0
                 wild = wild | (np.abs(x.a) <= tol)
@@ -643,6 +662,8 @@ class Softmax:
             # with large score errors the arg max may move: a point may take up to exp(s - m + 2 delta)
             reach = np.where(U & (2 * delta > 0.25), np.minimum(1.0, np.exp(np.minimum(sc - mx + 2 * delta, 0.0))), 0.0)
             bound = np.minimum(np.maximum(bound, reach), 1.0)
+            # the exps may flush below 2^-126 (TINY): a weight that small may be 0
+            bound = bound + np.where(U, TOLC * EPS * _tiny(), 0.0)
             mag = bound / (TOLC * EPS) + ETA
             wild = (swild & U) | (mwild & ~excl)
             wild = S(wild.any(axis=ax, keepdims=True))
@@ -1117,22 +1138,23 @@ def gen_window(g):
 # --- family C: bilinear sampling ---------------------------------------------------------------
 
 def bilinear_expansion(g, vname, Hs, Ws, yexp, xexp, msub, dsub, tag):
-    """bilinear_map(v, H, W, y, x, m, d) of dsl/std/sample.attn, expanded for the model."""
+    """bilinear_map(v, H, W, y, x, m, d) of dsl/std/sample.attn, expanded for the model: each
+    corner's weight times its read inside the select, so a corner off the map adds exactly 0."""
     n = lambda s: "%s_%s" % (s, tag)
     y0, x0, wy, wx = Var(n("y0"), "i"), Var(n("x0"), "i"), Var(n("wy"), "f"), Var(n("wx"), "f")
 
-    def corner(yy, xx):
+    def corner(yy, xx, w):
         inside = Logic("&&", Logic("&&", Cmp(">=", yy, IConst(0)), Cmp("<", yy, Size(Hs))),
                        Logic("&&", Cmp(">=", xx, IConst(0)), Cmp("<", xx, Size(Ws))))
-        return Select(inside, Read(vname, [yy, xx, msub, dsub], "clamp"), FConst(0.0))
+        return Select(inside, mul(w, Read(vname, [yy, xx, msub, dsub], "clamp")), FConst(0.0))
     one = FConst(1.0)
-    body = add(add(add(mul(mul(sub(one, wy), sub(one, wx)), corner(y0, x0)),
-                       mul(mul(sub(one, wy), wx), corner(y0, add(x0, IConst(1))))),
-                   mul(mul(wy, sub(one, wx)), corner(add(y0, IConst(1)), x0))),
-               mul(mul(wy, wx), corner(add(y0, IConst(1)), add(x0, IConst(1)))))
+    body = add(add(add(corner(y0, x0, mul(sub(one, wy), sub(one, wx))),
+                       corner(y0, add(x0, IConst(1)), mul(sub(one, wy), wx))),
+                   corner(add(y0, IConst(1)), x0, mul(wy, sub(one, wx)))),
+               corner(add(y0, IConst(1)), add(x0, IConst(1)), mul(wy, wx)))
     yv, xv = Var(n("y"), "f"), Var(n("x"), "f")
-    return Let([(n("y"), yexp), (n("x"), xexp), (n("y0"), Call("ifloor", yv, stable=True)), (n("x0"), Call("ifloor", xv, stable=True)),
-                (n("wy"), sub(yv, y0)), (n("wx"), sub(xv, x0))], body)
+    return Let([(n("y"), yexp), (n("x"), xexp), (n("y0"), Call("ifloor", yv, stable=True)),
+                (n("x0"), Call("ifloor", xv, stable=True)), (n("wy"), sub(yv, y0)), (n("wx"), sub(xv, x0))], body)
 
 
 def gen_sample(g):
@@ -1240,24 +1262,24 @@ def gen_misc(g):
         k.defs.append(Def(name, ixs, rhs, output=out))
         tensors[name] = (dsyms, "f")
     if g.chance(0.2):
-        # an i32 output: a count of a mask, or the floor of a bounded float
-        s0 = g.pick(syms)
-        i0, j0 = fresh_index(g), fresh_index(g)
+        # an i32 output: a mask reduced over its other dimensions, or a reduction of the floor of
+        # a bounded float (ifloor of NaN is -2^31: max(.., -8) keeps sums inside 32 bits)
+        kind = g.pick(["sum", "max", "min"])
+        i0 = fresh_index(g)
         if "mk" in tensors and g.chance(0.5):
-            rd, new = gen_leaf_named(g, "mk", tensors, [(j0, d, 0, S[d]) for d in tensors["mk"][0]][:1] +
-                                     [(fresh_index(g), d, 0, S[d]) for d in tensors["mk"][0][1:]])
-            body = rd if rd is not None else IConst(1)
+            mdims = tensors["mk"][0]
+            s0 = mdims[0]
+            others = [(fresh_index(g), d) for d in mdims[1:]]
+            body = Read("mk", [I(i0)] + [I(n) for n, _ in others], ty="i")
+            rhs = Reduce(kind, [(n, 0, S[d], "0.." + d) for n, d in others], body) if others else body
         else:
-            body = Call("ifloor", mul(Call("tanh", gen_expr(g, tensors, [(j0, s0, 0, S[s0])], 2)), FConst(4.0)))
-        free = [ix for ix in _index_uses(body) if ix != j0]
-        red = [(j0, 0, S[s0], "0.." + s0)] if j0 in _index_uses(body) else []
-        for n_ in free:
-            pass
-        if not free:
-            rhs = Reduce(g.pick(["sum", "max", "min"]), red, body) if red else body
-            k.outputs.append(Tensor("c", [s0], "i"))
-            k.defs.append(Def("c", [(i0, 0, S[s0], "0.." + s0)], rhs, output=True))
-            k.features.add("int-output")
+            s0 = g.pick(syms)
+            j0 = fresh_index(g)
+            fl = Call("ifloor", mul(Call("tanh", gen_expr(g, tensors, [(j0, s0, 0, S[s0]), (i0, s0, 0, S[s0])], 2)), FConst(4.0)))
+            rhs = Reduce(kind, [(j0, 0, S[s0], "0.." + s0)], Call("max", fl, Neg(IConst(8))))
+        k.outputs.append(Tensor("c", [s0], "i"))
+        k.defs.append(Def("c", [(i0, 0, S[s0], "0.." + s0)], rhs, output=True))
+        k.features.add("int-output")
     return k
 
 
@@ -1597,7 +1619,8 @@ def make_inputs(g, k):
             if "tiny" in on and r.random() < 0.15:
                 a = (a * np.float32(1e-39)).astype(np.float32)
             if "huge" in on and r.random() < 0.1:
-                a = (a * np.float32(1e30)).astype(np.float32)
+                with np.errstate(over="ignore"):
+                    a = np.clip(a.astype(np.float64) * 1e30, -3e38, 3e38).astype(np.float32)
         arrays[t.name] = a
     return arrays, on
 
@@ -1780,7 +1803,7 @@ def variant_args(label_extra):
 
 def repro_flags(opts):
     flags = []
-    for f in ("no_nan", "no_inf", "no_huge", "no_tiny", "no_large_scores", "no_masked_rows"):
+    for f in ("no_nan", "no_inf", "no_huge", "no_tiny", "no_large_scores", "no_masked_rows", "strict_denormals"):
         if getattr(opts, f):
             flags.append("--" + f.replace("_", "-"))
     if set(opts.families) != set(FAMILIES):
@@ -1971,6 +1994,8 @@ def parse_args(argv):
     ap.add_argument("--finite-only", action="store_true",
                     help="ordinary values only: --no-nonfinite --no-huge --no-tiny --no-large-scores")
     ap.add_argument("--jobs", type=int, default=1, help="cases run at a time")
+    ap.add_argument("--strict-denormals", action="store_true",
+                    help="exp, pow and softmax weights may not flush results below 2^-126 to 0")
     ap.add_argument("--keep-going", action="store_true", help="a timed run does not stop at the first failure")
     ap.add_argument("--max-failures", type=int, default=20, help="a --keep-going run stops after this many")
     ap.add_argument("--self-test", type=int, metavar="N",
@@ -1988,6 +2013,8 @@ def parse_args(argv):
         o.no_nan = o.no_inf = True
     if o.finite_only:
         o.no_huge = o.no_tiny = o.no_large_scores = True
+    global STRICT_DENORMALS
+    STRICT_DENORMALS = o.strict_denormals
     o.families = [f for f in o.families.split(",") if f]
     for f in o.families:
         if f not in FAMILIES:
