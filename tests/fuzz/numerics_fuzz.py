@@ -1357,10 +1357,17 @@ def gen_expr(g, tensors, scope, depth):
         o = g.pick(["+", "-", "*", "/"], [3, 2, 3, 1])
         return Bin(o, gen_expr(g, tensors, scope, depth - 1), gen_expr(g, tensors, scope, depth - 1))
     if op == "un":
-        f = g.pick(["exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "abs", "floor", "neg", "softcap"])
+        f = g.pick(["exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "abs", "floor", "neg", "softcap", "pow"])
         a = gen_expr(g, tensors, scope, depth - 1)
         if f == "neg":
             return Neg(a)
+        if f == "pow":
+            form = g.pick(["square", "base2", "general"])
+            if form == "square":
+                return Call("pow", a, FConst(g.pick([2.0, 3.0, 0.5])))
+            if form == "base2":
+                return Call("pow", FConst(2.0), Call("min", a, FConst(20.0)) if g.chance(0.5) else a)
+            return Call("pow", add(Call("abs", a), FConst(0.5)), gen_expr(g, tensors, scope, depth - 2))
         if f in ("log", "sqrt", "rsqrt") and g.chance(0.7):
             a = add(Call("abs", a), FConst(g.pick([1.0, 0.5, 1e-3])))
         if f == "exp" and g.chance(0.5):
