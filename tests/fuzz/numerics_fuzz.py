@@ -187,27 +187,27 @@ class IConst(E):
         return Val(np.full((1,) * ctx.nd, self.v, np.int64), ty="i")
 
 
-class Size(E):
+class Named(E):
+    """A leaf spelt by its name: a size, constant, index or let name."""
+
     ty = "i"
 
-    def __init__(self, name):
+    def __init__(self, name, ty=None):
         self.name = name
+        if ty is not None:
+            self.ty = ty
 
     def txt(self):
         return self.name
 
+
+class Size(Named):
     def ev(self, ctx):
         return Val(np.full((1,) * ctx.nd, ctx.sizes[self.name], np.int64), ty="i")
 
 
-class Const(E):
+class Const(Named):
     """A kernel constant (declared with `const`)."""
-
-    def __init__(self, name, ty):
-        self.name, self.ty = name, ty
-
-    def txt(self):
-        return self.name
 
     def ev(self, ctx):
         v, ty = ctx.consts[self.name]
@@ -217,27 +217,13 @@ class Const(E):
         return Val(a, mag=np.zeros(a.shape) if float(np.float32(v)) == float(v) else np.abs(a))
 
 
-class Idx(E):
-    ty = "i"
-
-    def __init__(self, name):
-        self.name = name
-
-    def txt(self):
-        return self.name
-
+class Idx(Named):
     def ev(self, ctx):
         return Val(ctx.index_array(self.name), ty="i")
 
 
-class Var(E):
+class Var(Named):
     """A let name: the value bound, structural zero included."""
-
-    def __init__(self, name, ty):
-        self.name, self.ty = name, ty
-
-    def txt(self):
-        return self.name
 
     def ev(self, ctx):
         return ctx.env[self.name].lifted(ctx.nd)
