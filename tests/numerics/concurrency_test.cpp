@@ -35,10 +35,7 @@ struct Job {
 std::vector<float> run(const Job& job, attnc::Status* st) {
   std::vector<float> out((size_t)B * H * N * D, -1.f);
   std::vector<In> ins = job.ins; // each call reads its own copy
-  std::vector<attnc::TensorView> views;
-  for (In& t : ins)
-    views.push_back(t.isInt ? attnc::TensorView::i32(t.i.data(), t.shape) : attnc::TensorView::f32(t.f.data(), t.shape));
-  *st = attnc::call(*job.desc, views, {attnc::TensorView::f32(out.data(), {B, H, N, D})});
+  *st = attnc::call(*job.desc, attnc_test::viewsOf(ins), {attnc::TensorView::f32(out.data(), {B, H, N, D})});
   return out;
 }
 

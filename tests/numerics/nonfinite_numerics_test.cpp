@@ -73,10 +73,7 @@ void expectRows(const std::string& label, const std::vector<float>& got, const s
 
 std::vector<float> callKernel(const attnc::KernelDesc& desc, std::vector<In> ins, const std::string& label) {
   std::vector<float> out((size_t)H * Nq * D, -12345.f);
-  std::vector<attnc::TensorView> views;
-  for (In& t : ins)
-    views.push_back(t.isInt ? attnc::TensorView::i32(t.i.data(), t.shape) : attnc::TensorView::f32(t.f.data(), t.shape));
-  attnc::Status st = attnc::call(desc, views, {attnc::TensorView::f32(out.data(), {1, H, Nq, D})});
+  attnc::Status st = attnc::call(desc, attnc_test::viewsOf(ins), {attnc::TensorView::f32(out.data(), {1, H, Nq, D})});
   EXPECT_TRUE(st.ok()) << label << ": " << st.message();
   return out;
 }
@@ -165,17 +162,8 @@ std::vector<double> interpret(const char* file, const char* kernel, const std::v
   const attnc::dsl::Kernel* k = attnc_test::interpreterKernel(file, kernel, {}, &err);
   EXPECT_NE(k, nullptr) << err;
   if (!k) return {};
-  std::vector<attnc::dsl::RefTensor> rins, outs;
-  for (const In& t : ins) {
-    attnc::dsl::RefTensor rt;
-    rt.shape = t.shape, rt.isInt = t.isInt;
-    if (t.isInt)
-      rt.data.assign(t.i.begin(), t.i.end());
-    else
-      rt.data.assign(t.f.begin(), t.f.end());
-    rins.push_back(std::move(rt));
-  }
-  EXPECT_TRUE(attnc::dsl::interpret(*k, rins, &outs, &err)) << err;
+  std::vector<attnc::dsl::RefTensor> outs;
+  EXPECT_TRUE(attnc::dsl::interpret(*k, attnc_test::refTensorsOf(ins), &outs, &err)) << err;
   return outs.empty() ? std::vector<double>{} : outs[0].data;
 }
 

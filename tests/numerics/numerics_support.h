@@ -134,6 +134,30 @@ inline In ints(std::vector<int64_t> shape, std::vector<int32_t> values) {
   return t;
 }
 
+// Views of `ins` for attnc::call (they point into `ins`, which must outlive them).
+inline std::vector<attnc::TensorView> viewsOf(std::vector<In>& ins) {
+  std::vector<attnc::TensorView> views;
+  for (In& t : ins)
+    views.push_back(t.isInt ? attnc::TensorView::i32(t.i.data(), t.shape) : attnc::TensorView::f32(t.f.data(), t.shape));
+  return views;
+}
+
+// `ins` as the reference interpreter's inputs.
+inline std::vector<attnc::dsl::RefTensor> refTensorsOf(const std::vector<In>& ins) {
+  std::vector<attnc::dsl::RefTensor> out;
+  for (const In& t : ins) {
+    attnc::dsl::RefTensor rt;
+    rt.shape = t.shape;
+    rt.isInt = t.isInt;
+    if (t.isInt)
+      rt.data.assign(t.i.begin(), t.i.end());
+    else
+      rt.data.assign(t.f.begin(), t.f.end());
+    out.push_back(std::move(rt));
+  }
+  return out;
+}
+
 // The CUDA build of `desc` (`<name>_cuda`, linked by tests/CMakeLists.txt's attnc_cuda_twins):
 // with a CUDA device it must match the fp64 reference within the same tolerance as the CPU
 // kernel; without one, calling it must fail cleanly with "no CUDA device" and leave the output
@@ -200,9 +224,7 @@ Outcome checkKernel(const attnc::KernelDesc& desc, const attnc::dsl::Kernel* k, 
   for (double x : r.ref) EXPECT_TRUE(std::isfinite(x)) << label << ": the fp64 reference is not finite";
 
   r.aot.assign(n, std::numeric_limits<float>::quiet_NaN());
-  std::vector<attnc::TensorView> views;
-  for (In& t : ins)
-    views.push_back(t.isInt ? attnc::TensorView::i32(t.i.data(), t.shape) : attnc::TensorView::f32(t.f.data(), t.shape));
+  std::vector<attnc::TensorView> views = viewsOf(ins);
   attnc::Status st = attnc::call(desc, views, {attnc::TensorView::f32(r.aot.data(), outShape)});
   EXPECT_TRUE(st.ok()) << label << ": " << st.message();
   double aotErr = -1;
@@ -215,18 +237,7 @@ Outcome checkKernel(const attnc::KernelDesc& desc, const attnc::dsl::Kernel* k, 
     EXPECT_LE(aotErr, r.tol) << label << ": AOT kernel vs fp64 reference (plain fp32 error " << plainErr << ")";
   }
 
-  std::vector<attnc::dsl::RefTensor> rins;
-  for (const In& t : ins) {
-    attnc::dsl::RefTensor rt;
-    rt.shape = t.shape;
-    rt.isInt = t.isInt;
-    if (t.isInt)
-      rt.data.assign(t.i.begin(), t.i.end());
-    else
-      rt.data.assign(t.f.begin(), t.f.end());
-    rins.push_back(std::move(rt));
-  }
-  const double interpErr = checkInterpreter(k, loadErr, rins, outShape, r.ref, r.tol, label, &r.interp);
+  const double interpErr = checkInterpreter(k, loadErr, refTensorsOf(ins), outShape, r.ref, r.tol, label, &r.interp);
   const std::string gpu = checkCudaTwin(desc, views, outShape, r.ref, r.tol, label);
   std::printf("[ numerics ] %-60s AOT err %.3g  interp err %.3g  tol %.3g%s\n", label.c_str(), aotErr, interpErr, r.tol,
               gpu.c_str());
