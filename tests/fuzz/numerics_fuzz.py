@@ -665,7 +665,8 @@ class Softmax:
             # the exps may flush below 2^-126 (TINY): a weight that small may be 0
             bound = bound + np.where(U, TOLC * EPS * _tiny(), 0.0)
             mag = bound / (TOLC * EPS) + ETA
-            wild = (swild & U) | (mwild & ~excl)
+            # a score that fp32 may make anything (NaN where fp64 has -inf, say) unsettles its row
+            wild = (swild & ~hidden) | (mwild & ~excl)
             wild = S(wild.any(axis=ax, keepdims=True))
         return _finish(Val(p, hidden.copy(), mag, wild.copy()))
 
@@ -1482,9 +1483,10 @@ FAMILY_WEIGHTS = {"attention": 5, "window": 2, "sample": 1, "misc": 3}
 
 
 def work_estimate(k):
-    """Operations of the unscheduled pipeline (`--schedule=none --online-softmax=off`, the slowest
-    variant): every pure definition inlined into its readers, every reduction (and a softmax's max
-    and sum over its axes) recomputed at each point that reads it."""
+    """Operations of the slowest runs: the unscheduled pipeline (`--schedule=none
+    --online-softmax=off`), where every pure definition is inlined into its readers and every
+    reduction (and a softmax's max and sum over its axes) recomputed at each point that reads it,
+    plus the reference interpreter's evaluation of every definition."""
     defs = {d.name: d for d in k.defs}
     per_point = {}
 
@@ -1506,8 +1508,9 @@ def work_estimate(k):
             per_point[d.name] = (2 * npts(axes) + 1) * body
         else:
             per_point[d.name] = cost(d.rhs)
-        if d.output:
-            total += npts(d.ixs) * per_point[d.name]
+        # the reference interpreter materialises every definition; the pipeline inlines locals
+        # into the outputs
+        total += npts(d.ixs) * per_point[d.name]
     return total
 
 
@@ -1538,9 +1541,35 @@ def generate(seed, opts):
         fam = g.pick(fams, [FAMILY_WEIGHTS[f] for f in fams])
         k = FAMILIES[fam](g)
         k.features.add("family-" + fam)
-        if work_estimate(k) <= WORK_LIMIT:
+        k.features |= expression_features(k)
+        if work_estimate(k) <= WORK_LIMIT and not (k.features & set(opts.skip_feature)):
             return g, k
-    raise ModelError("no kernel within the work limit")
+    raise ModelError("no kernel within the work limit and without the skipped features")
+
+
+def expression_features(k):
+    """fn-<builtin> for each builtin called, cmp-<op> for float comparisons, score-kq where a dot
+    product reads the key first: names for --skip-feature."""
+    out = set()
+
+    def walk(e):
+        if isinstance(e, Call):
+            out.add("fn-" + e.fn)
+        if isinstance(e, Cmp) and (e.x.ty == "f" or e.y.ty == "f"):
+            out.add("cmp-" + e.op)
+        if isinstance(e, Reduce) and isinstance(e.body, Bin) and e.body.op == "*" and \
+                isinstance(e.body.x, Read) and e.body.x.t == "k" and isinstance(e.body.y, Read) and e.body.y.t == "q":
+            out.add("score-kq")
+        for c in _children(e):
+            walk(c)
+    for d in k.defs:
+        if isinstance(d.rhs, Softmax):
+            walk(d.rhs.body)
+            if d.rhs.where is not None:
+                walk(d.rhs.where)
+        else:
+            walk(d.rhs)
+    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1813,6 +1842,8 @@ def repro_flags(opts):
     for f in ("no_nan", "no_inf", "no_huge", "no_tiny", "no_large_scores", "no_masked_rows", "strict_denormals"):
         if getattr(opts, f):
             flags.append("--" + f.replace("_", "-"))
+    for f in opts.skip_feature:
+        flags.append("--skip-feature=" + shlex.quote(f))
     if set(opts.families) != set(FAMILIES):
         flags.append("--families=" + ",".join(opts.families))
     if opts.quick:
@@ -2002,6 +2033,10 @@ def parse_args(argv):
     ap.add_argument("--finite-only", action="store_true",
                     help="ordinary values only: --no-nonfinite --no-huge --no-tiny --no-large-scores")
     ap.add_argument("--jobs", type=int, default=1, help="cases run at a time")
+    ap.add_argument("--skip-feature", action="append", default=[], metavar="F",
+                    help="generate no kernel with this feature (repeatable), to fuzz past a known class: "
+                         "fn-log, fn-erf, fn-pow, cmp->=, cmp-<=, score-kq, mask-eq, family-misc, layout-gqa, ... "
+                         "(report.txt lists a case's features)")
     ap.add_argument("--strict-denormals", action="store_true",
                     help="exp, pow and softmax weights may not flush results below 2^-126 to 0")
     ap.add_argument("--keep-going", action="store_true", help="a timed run does not stop at the first failure")
