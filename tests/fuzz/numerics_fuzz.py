@@ -1826,6 +1826,8 @@ class CaseResult:
         self.elements = self.wild = self.nonfinite = 0
         self.calib = {}        # max |compiled - reference| / bound, and median bound / max |reference|
         self.perturbed = 0     # the self-test's altered outputs
+        self.inputs = []       # input names
+        self.variant_args = {}  # variant label -> attn-run options
         self.kernel_text = None
 
     @property
@@ -1877,6 +1879,7 @@ def run_case(seed, opts, workroot, perturb=None, res=None):
         np.save(os.path.join(d, n + ".npy"), a)
     attnrun = os.path.join(opts.bin, "attn-run")
     inames = [t.name for t in k.inputs]
+    res.inputs = inames
     onames = [t.name for t in k.outputs]
     T = opts.timeout
 
@@ -1943,6 +1946,7 @@ def run_case(seed, opts, workroot, perturb=None, res=None):
         if chosen and label == chosen:
             continue  # auto picked it: the same code
         run = attn_run(attnrun, d, "kernel.attn", inames, {n: "%s_%s.npy" % (label, n) for n in onames}, extra, label, T)
+        res.variant_args[label] = extra
         st = run.status()
         if st == "na":
             continue
@@ -1990,14 +1994,14 @@ def save_artifact(res, opts, argv0):
                                               " ".join(repro_flags(opts)))
     with open(os.path.join(dst, "repro.sh"), "w") as f:
         f.write("#!/bin/sh\n# regenerates and reruns this case (same kernel, inputs and variants)\n" + repro.strip() + "\n")
-        # and the raw commands of the first failing variant
-        labels = [p[2] for p in res.problems if p[2] not in ("-", "model", "reference")]
+        # and the raw commands: the reference and the first failing variant
+        labels = [p[2] for p in res.problems if p[2] in res.variant_args]
+        run = os.path.join(os.path.abspath(opts.bin), "attn-run")
+        ins = " ".join("--input %s=%s.npy" % (n, n) for n in res.inputs)
         f.write("# or by hand, in this directory:\n")
-        ins = " ".join("--input %s=%s.npy" % (os.path.splitext(n)[0], os.path.splitext(n)[0])
-                       for n in sorted(os.listdir(dst)) if n.endswith(".npy") and "_" not in n)
-        f.write("# %s kernel.attn %s --reference\n" % (os.path.join(os.path.abspath(opts.bin), "attn-run"), ins))
+        f.write("# %s kernel.attn %s --reference\n" % (run, ins))
         if labels:
-            f.write("# (variant %s)\n" % labels[0])
+            f.write("# %s kernel.attn %s %s   (variant %s)\n" % (run, ins, " ".join(res.variant_args[labels[0]]), labels[0]))
     os.chmod(os.path.join(dst, "repro.sh"), 0o755)
     with open(os.path.join(dst, "report.txt"), "w") as f:
         f.write("seed %d\nfeatures: %s\nspecial values: %s\n" % (res.seed, " ".join(sorted(res.features)),
