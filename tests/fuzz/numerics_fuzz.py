@@ -1749,7 +1749,7 @@ def compare_output(name, ref, comp, model, perturb=None, calib=None):
         bad = (comp != ref) & ~model.wild
         if bad.any():
             i = tuple(np.argwhere(bad)[0])
-            return [("int-value", "%s%s: compiled %d, reference %d" % (name, list(i), comp[i], ref[i]), {})]
+            return [("int-value", "%s%s: %d element(s); compiled %d, reference %d" % (name, list(map(int, i)), int(bad.sum()), comp[i], ref[i]), {})]
         return []
     r = ref.astype(np.float64)
     c = comp.astype(np.float64)
