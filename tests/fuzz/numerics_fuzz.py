@@ -1164,7 +1164,25 @@ def gen_sample(g):
     S["H"], S["W"] = g.pick([1, 2, 3, 5, 7]), g.pick([1, 2, 4, 6])
     S["M"], S["D"] = g.pick([1, 2, 3]), g.pick([1, 2, 4, 8])
     S["Q"], S["P"] = g.pick([1, 3, 8, 20]), g.pick([1, 2, 4, 8])
-    g.add_input("v", ["H", "W", "M", "D"], "v")
+    proj = g.chance(0.5)
+    vname = "v"
+    if proj:
+        # the sampled map is a projection of features (attn-sample-order may sample first, §19)
+        S["C"] = g.pick([1, 2, 3, 8])
+        g.add_input("feat", ["H", "W", "C"], "v")
+        g.add_input("wv", ["M", "D", "C"], "v")
+        dot = Reduce("sum", [("c", 0, S["C"], "0..C" if g.chance(0.5) else None)],
+                     mul(Read("feat", [I("hy"), I("wx"), I("c")]), Read("wv", [I("m"), I("d"), I("c")])))
+        if g.chance(0.5):
+            g.add_input("bv", ["M", "D"], "v")
+            dot = add(Read("bv", [I("m"), I("d")]), dot)
+            k.features.add("sample-projection-bias")
+        k.defs.append(Def("val", [("hy", 0, S["H"], "0..H"), ("wx", 0, S["W"], "0..W"), ("m", 0, S["M"], "0..M"),
+                                  ("d", 0, S["D"], "0..D")], dot))
+        vname = "val"
+        k.features.add("sample-projection")
+    else:
+        g.add_input("v", ["H", "W", "M", "D"], "v")
     g.add_input("loc", ["Q", "M", "P", 2], "coord")
     g.add_input("aw", ["Q", "M", "P"], "q")
     k.defs.append(Def("a", [ix("q", 0, S["Q"], "0..Q"), ix("m", 0, S["M"], "0..M"), ix("p", 0, S["P"], "0..P")],
@@ -1175,13 +1193,13 @@ def gen_sample(g):
     k.features.add("sample-" + style)
     if style == "std":
         k.header.append("import sample")
-        exp_ = bilinear_expansion(g, "v", "H", "W", yexp, xexp, I("m"), I("d"), "s")
-        smp = Macro("bilinear_map(v, H, W, %s, %s, m, d)" % (yexp.txt(), xexp.txt()), exp_)
+        exp_ = bilinear_expansion(g, vname, "H", "W", yexp, xexp, I("m"), I("d"), "s")
+        smp = Macro("bilinear_map(%s, H, W, %s, %s, m, d)" % (vname, yexp.txt(), xexp.txt()), exp_)
     else:
         # the language reference's inline form: .zero reads at ifloor'd coordinates
         y0, x0, wy, wx = Var("y0", "i"), Var("x0", "i"), Var("wy", "f"), Var("wx", "f")
         one = FConst(1.0)
-        rd = lambda yy, xx: Read("v", [yy, xx, I("m"), I("d")], "zero")
+        rd = lambda yy, xx: Read(vname, [yy, xx, I("m"), I("d")], "zero")
         body = add(add(add(mul(mul(sub(one, wy), sub(one, wx)), rd(y0, x0)),
                            mul(mul(sub(one, wy), wx), rd(y0, add(x0, IConst(1))))),
                        mul(mul(wy, sub(one, wx)), rd(add(y0, IConst(1)), x0))),
@@ -1958,6 +1976,9 @@ def run_case(seed, opts, workroot, perturb=None, res=None):
             for line in run.err.splitlines():
                 if line.startswith("schedule: "):
                     chosen = line.split()[1]
+        if label == "auto" and st == "ok" and "sample-projection" in res.features and not opts.quick:
+            queue.append(("auto-sample-first", ["--schedule=auto", "--sample-order=sample-first"]))
+            queue.append(("auto-project-first", ["--schedule=auto", "--sample-order=project-first"]))
         if label == "auto" and not extra_added and st == "ok" and chosen == "cpu-online":
             extra_added = True
             tiles = r.sample(TILES, 1 if opts.quick else 2)
