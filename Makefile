@@ -98,7 +98,8 @@ test-asan: setup $(ASAN_BUILD)/build.ninja
 #    `make fuzz FUZZ_TARGETS=numerics FUZZ_SECONDS=3600` is an hour of it. A mismatch, crash, raw
 #    Halide error or timeout fails and leaves $(FUZZ_BUILD)/fuzz-artifacts/numerics-<seed>/ (kernel,
 #    inputs, outputs, report.txt, repro.sh). NUMERICS_FLAGS adds options (--finite-only,
-#    --no-nan, --families=attention, --keep-going, --jobs ...; --help lists them).
+#    --no-nan, --families=attention, --skip-feature=fn-log, --keep-going, --jobs=2 ...; --help
+#    lists them).
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_TIMEOUT ?= 60

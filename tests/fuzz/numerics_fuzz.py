@@ -651,7 +651,8 @@ class Softmax:
             # the exps may flush below 2^-126 (TINY): a weight that small may be 0
             bound = bound + np.where(U, TOLC * EPS * _tiny(), 0.0)
             mag = bound / (TOLC * EPS) + ETA
-            wild = (swild & U) | (mwild & ~excl)
+            # a score that fp32 may make anything (NaN where fp64 has -inf, say) unsettles its row
+            wild = (swild & ~hidden) | (mwild & ~excl)
             wild = S(wild.any(axis=ax, keepdims=True))
         return _finish(Val(p, hidden.copy(), mag, wild.copy()))
 
@@ -1149,7 +1150,25 @@ def gen_sample(g):
     S["H"], S["W"] = g.pick([1, 2, 3, 5, 7]), g.pick([1, 2, 4, 6])
     S["M"], S["D"] = g.pick([1, 2, 3]), g.pick([1, 2, 4, 8])
     S["Q"], S["P"] = g.pick([1, 3, 8, 20]), g.pick([1, 2, 4, 8])
-    g.add_input("v", ["H", "W", "M", "D"], "v")
+    proj = g.chance(0.5)
+    vname = "v"
+    if proj:
+        # the sampled map is a projection of features (attn-sample-order may sample first, §19)
+        S["C"] = g.pick([1, 2, 3, 8])
+        g.add_input("feat", ["H", "W", "C"], "v")
+        g.add_input("wv", ["M", "D", "C"], "v")
+        dot = Reduce("sum", [("c", 0, S["C"], "0..C" if g.chance(0.5) else None)],
+                     mul(Read("feat", [I("hy"), I("wx"), I("c")]), Read("wv", [I("m"), I("d"), I("c")])))
+        if g.chance(0.5):
+            g.add_input("bv", ["M", "D"], "v")
+            dot = add(Read("bv", [I("m"), I("d")]), dot)
+            k.features.add("sample-projection-bias")
+        k.defs.append(Def("val", [("hy", 0, S["H"], "0..H"), ("wx", 0, S["W"], "0..W"), ("m", 0, S["M"], "0..M"),
+                                  ("d", 0, S["D"], "0..D")], dot))
+        vname = "val"
+        k.features.add("sample-projection")
+    else:
+        g.add_input("v", ["H", "W", "M", "D"], "v")
     g.add_input("loc", ["Q", "M", "P", 2], "coord")
     g.add_input("aw", ["Q", "M", "P"], "q")
     k.defs.append(Def("a", [ix("q", 0, S["Q"], "0..Q"), ix("m", 0, S["M"], "0..M"), ix("p", 0, S["P"], "0..P")],
@@ -1160,13 +1179,13 @@ def gen_sample(g):
     k.features.add("sample-" + style)
     if style == "std":
         k.header.append("import sample")
-        exp_ = bilinear_expansion(g, "v", "H", "W", yexp, xexp, I("m"), I("d"), "s")
-        smp = Macro("bilinear_map(v, H, W, %s, %s, m, d)" % (yexp.txt(), xexp.txt()), exp_)
+        exp_ = bilinear_expansion(g, vname, "H", "W", yexp, xexp, I("m"), I("d"), "s")
+        smp = Macro("bilinear_map(%s, H, W, %s, %s, m, d)" % (vname, yexp.txt(), xexp.txt()), exp_)
     else:
         # the language reference's inline form: .zero reads at ifloor'd coordinates
         y0, x0, wy, wx = Var("y0", "i"), Var("x0", "i"), Var("wy", "f"), Var("wx", "f")
         one = FConst(1.0)
-        rd = lambda yy, xx: Read("v", [yy, xx, I("m"), I("d")], "zero")
+        rd = lambda yy, xx: Read(vname, [yy, xx, I("m"), I("d")], "zero")
         body = add(add(add(mul(mul(sub(one, wy), sub(one, wx)), rd(y0, x0)),
                            mul(mul(sub(one, wy), wx), rd(y0, add(x0, IConst(1))))),
                        mul(mul(wy, sub(one, wx)), rd(add(y0, IConst(1)), x0))),
@@ -1468,9 +1487,10 @@ FAMILY_WEIGHTS = {"attention": 5, "window": 2, "sample": 1, "misc": 3}
 
 
 def work_estimate(k):
-    """Operations of the unscheduled pipeline (`--schedule=none --online-softmax=off`, the slowest
-    variant): every pure definition inlined into its readers, every reduction (and a softmax's max
-    and sum over its axes) recomputed at each point that reads it."""
+    """Operations of the slowest runs: the unscheduled pipeline (`--schedule=none
+    --online-softmax=off`), where every pure definition is inlined into its readers and every
+    reduction (and a softmax's max and sum over its axes) recomputed at each point that reads it,
+    plus the reference interpreter's evaluation of every definition."""
     defs = {d.name: d for d in k.defs}
     per_point = {}
 
@@ -1492,8 +1512,9 @@ def work_estimate(k):
             per_point[d.name] = (2 * npts(axes) + 1) * body
         else:
             per_point[d.name] = cost(d.rhs)
-        if d.output:
-            total += npts(d.ixs) * per_point[d.name]
+        # the reference interpreter materialises every definition; the pipeline inlines locals
+        # into the outputs
+        total += npts(d.ixs) * per_point[d.name]
     return total
 
 
@@ -1524,9 +1545,35 @@ def generate(seed, opts):
         fam = g.pick(fams, [FAMILY_WEIGHTS[f] for f in fams])
         k = FAMILIES[fam](g)
         k.features.add("family-" + fam)
-        if work_estimate(k) <= WORK_LIMIT:
+        k.features |= expression_features(k)
+        if work_estimate(k) <= WORK_LIMIT and not (k.features & set(opts.skip_feature)):
             return g, k
-    raise ModelError("no kernel within the work limit")
+    raise ModelError("no kernel within the work limit and without the skipped features")
+
+
+def expression_features(k):
+    """fn-<builtin> for each builtin called, cmp-<op> for float comparisons, score-kq where a dot
+    product reads the key first: names for --skip-feature."""
+    out = set()
+
+    def walk(e):
+        if isinstance(e, Call):
+            out.add("fn-" + e.fn)
+        if isinstance(e, Cmp) and (e.x.ty == "f" or e.y.ty == "f"):
+            out.add("cmp-" + e.op)
+        if isinstance(e, Reduce) and isinstance(e.body, Bin) and e.body.op == "*" and \
+                isinstance(e.body.x, Read) and e.body.x.t == "k" and isinstance(e.body.y, Read) and e.body.y.t == "q":
+            out.add("score-kq")
+        for c in _children(e):
+            walk(c)
+    for d in k.defs:
+        if isinstance(d.rhs, Softmax):
+            walk(d.rhs.body)
+            if d.rhs.where is not None:
+                walk(d.rhs.where)
+        else:
+            walk(d.rhs)
+    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1706,7 +1753,7 @@ def compare_output(name, ref, comp, model, perturb=None, calib=None):
         bad = (comp != ref) & ~model.wild
         if bad.any():
             i = tuple(np.argwhere(bad)[0])
-            return [("int-value", "%s%s: compiled %d, reference %d" % (name, list(i), comp[i], ref[i]), {})]
+            return [("int-value", "%s%s: %d element(s); compiled %d, reference %d" % (name, list(map(int, i)), int(bad.sum()), comp[i], ref[i]), {})]
         return []
     r = ref.astype(np.float64)
     c = comp.astype(np.float64)
@@ -1783,6 +1830,8 @@ class CaseResult:
         self.elements = self.wild = self.nonfinite = 0
         self.calib = {}        # max |compiled - reference| / bound, and median bound / max |reference|
         self.perturbed = 0     # the self-test's altered outputs
+        self.inputs = []       # input names
+        self.variant_args = {}  # variant label -> attn-run options
         self.kernel_text = None
 
     @property
@@ -1799,6 +1848,8 @@ def repro_flags(opts):
     for f in ("no_nan", "no_inf", "no_huge", "no_tiny", "no_large_scores", "no_masked_rows", "strict_denormals"):
         if getattr(opts, f):
             flags.append("--" + f.replace("_", "-"))
+    for f in opts.skip_feature:
+        flags.append("--skip-feature=" + shlex.quote(f))
     if set(opts.families) != set(FAMILIES):
         flags.append("--families=" + ",".join(opts.families))
     if opts.quick:
@@ -1832,6 +1883,7 @@ def run_case(seed, opts, workroot, perturb=None, res=None):
         np.save(os.path.join(d, n + ".npy"), a)
     attnrun = os.path.join(opts.bin, "attn-run")
     inames = [t.name for t in k.inputs]
+    res.inputs = inames
     onames = [t.name for t in k.outputs]
     T = opts.timeout
 
@@ -1898,6 +1950,7 @@ def run_case(seed, opts, workroot, perturb=None, res=None):
         if chosen and label == chosen:
             continue  # auto picked it: the same code
         run = attn_run(attnrun, d, "kernel.attn", inames, {n: "%s_%s.npy" % (label, n) for n in onames}, extra, label, T)
+        res.variant_args[label] = extra
         st = run.status()
         if st == "na":
             continue
@@ -1909,6 +1962,9 @@ def run_case(seed, opts, workroot, perturb=None, res=None):
             for line in run.err.splitlines():
                 if line.startswith("schedule: "):
                     chosen = line.split()[1]
+        if label == "auto" and st == "ok" and "sample-projection" in res.features and not opts.quick:
+            queue.append(("auto-sample-first", ["--schedule=auto", "--sample-order=sample-first"]))
+            queue.append(("auto-project-first", ["--schedule=auto", "--sample-order=project-first"]))
         if label == "auto" and not extra_added and st == "ok" and chosen == "cpu-online":
             extra_added = True
             tiles = r.sample(TILES, 1 if opts.quick else 2)
@@ -1945,14 +2001,14 @@ def save_artifact(res, opts, argv0):
                                               " ".join(repro_flags(opts)))
     with open(os.path.join(dst, "repro.sh"), "w") as f:
         f.write("#!/bin/sh\n# regenerates and reruns this case (same kernel, inputs and variants)\n" + repro.strip() + "\n")
-        # and the raw commands of the first failing variant
-        labels = [p[2] for p in res.problems if p[2] not in ("-", "model", "reference")]
+        # and the raw commands: the reference and the first failing variant
+        labels = [p[2] for p in res.problems if p[2] in res.variant_args]
+        run = os.path.join(os.path.abspath(opts.bin), "attn-run")
+        ins = " ".join("--input %s=%s.npy" % (n, n) for n in res.inputs)
         f.write("# or by hand, in this directory:\n")
-        ins = " ".join("--input %s=%s.npy" % (os.path.splitext(n)[0], os.path.splitext(n)[0])
-                       for n in sorted(os.listdir(dst)) if n.endswith(".npy") and "_" not in n)
-        f.write("# %s kernel.attn %s --reference\n" % (os.path.join(os.path.abspath(opts.bin), "attn-run"), ins))
+        f.write("# %s kernel.attn %s --reference\n" % (run, ins))
         if labels:
-            f.write("# (variant %s)\n" % labels[0])
+            f.write("# %s kernel.attn %s %s   (variant %s)\n" % (run, ins, " ".join(res.variant_args[labels[0]]), labels[0]))
     os.chmod(os.path.join(dst, "repro.sh"), 0o755)
     with open(os.path.join(dst, "report.txt"), "w") as f:
         f.write("seed %d\nfeatures: %s\nspecial values: %s\n" % (res.seed, " ".join(sorted(res.features)),
@@ -1988,6 +2044,10 @@ def parse_args(argv):
     ap.add_argument("--finite-only", action="store_true",
                     help="ordinary values only: --no-nonfinite --no-huge --no-tiny --no-large-scores")
     ap.add_argument("--jobs", type=int, default=1, help="cases run at a time")
+    ap.add_argument("--skip-feature", action="append", default=[], metavar="F",
+                    help="generate no kernel with this feature (repeatable), to fuzz past a known class: "
+                         "fn-log, fn-erf, fn-pow, cmp->=, cmp-<=, score-kq, mask-eq, family-misc, layout-gqa, ... "
+                         "(report.txt lists a case's features)")
     ap.add_argument("--strict-denormals", action="store_true",
                     help="exp, pow and softmax weights may not flush results below 2^-126 to 0")
     ap.add_argument("--keep-going", action="store_true", help="a timed run does not stop at the first failure")
