@@ -1,5 +1,6 @@
 // HalideGen: walks an attn.kernel and builds one Halide Func per definition (plus named parts).
 #include "attnc/HalideGen.h"
+#include "IeeeMath.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -980,8 +981,9 @@ private:
   // an empty domain divides by 0, and a kernel may write `/ 0.0`), and strict floats keep it
   // from folding one, so that case is spelt out: +-inf by the signs, NaN for 0 / 0 and NaN / 0.
   static H::Expr fdiv(const H::Expr& a, const H::Expr& b) {
-    const H::Expr sb = Halide::Internal::simplify(b);
-    const std::optional<double> z = Halide::Internal::as_const_float(sb);
+    // Only a literal zero: a divisor the simplifier folds to 0 (y - y, y * 0.0) is NaN for a NaN
+    // or infinite y, and strict floats keep it from being folded.
+    const std::optional<double> z = Halide::Internal::as_const_float(b);
     if (!z || *z != 0.0) return a / b;
     const float inf = std::numeric_limits<float>::infinity();
     const H::Expr posInf(std::signbit(*z) ? -inf : inf);
@@ -1290,7 +1292,8 @@ private:
         .Case<arith::SubFOp, arith::SubIOp>([&](auto) { return a(0) - a(1); })
         .Case<arith::MulFOp, arith::DivFOp, arith::NegFOp>([&](Operation* o) -> H::Expr {
           if (std::optional<ReadParts> p = structural(o->getResult(0), env)) return H::select(p->inRange, p->value, 0.0f);
-          if (isa<arith::NegFOp>(o)) return -a(0);
+          // Halide negates as 0 - x, which loses the sign of a zero.
+          if (isa<arith::NegFOp>(o)) return a(0) * -1.0f;
           return isa<arith::MulFOp>(o) ? a(0) * a(1) : fdiv(a(0), a(1));
         })
         .Case<arith::MulIOp>([&](auto) { return a(0) * a(1); })
@@ -1328,9 +1331,11 @@ private:
           case arith::CmpFPredicate::OEQ: return x == y;
           case arith::CmpFPredicate::UNE: return x != y;
           case arith::CmpFPredicate::OLT: return x < y;
-          case arith::CmpFPredicate::OLE: return x <= y;
+          // Halide's simplifier rewrites a <= b as !(b < a), which is true for a NaN operand:
+          // ordered comparisons are spelt as < and == (false for NaN).
+          case arith::CmpFPredicate::OLE: return x < y || x == y;
           case arith::CmpFPredicate::OGT: return x > y;
-          case arith::CmpFPredicate::OGE: return x >= y;
+          case arith::CmpFPredicate::OGE: return x > y || x == y;
           default: unsupported(op, "float comparison predicate");
           }
         })
@@ -1338,19 +1343,18 @@ private:
           // Halide's exp is wrong past float's range (exp(1e30) and exp(inf) give 0, exp(nan) 0):
           // overflow gives inf and NaN stays NaN, as IEEE and the reference interpreter say.
           // (Softmax's exp, of score - max <= 0, is generated without this guard.)
-          H::Expr x = a(0);
-          return H::select(H::is_nan(x), x, H::select(x > 88.72283f, H::Expr(std::numeric_limits<float>::infinity()), H::exp(x)));
+          return ieeeExp(a(0));
         })
-        .Case<math::LogOp>([&](auto) { return H::log(a(0)); })
+        .Case<math::LogOp>([&](auto) { return ieeeLog(a(0)); })
         .Case<math::SqrtOp>([&](auto) { return H::sqrt(a(0)); })
         .Case<math::RsqrtOp>([&](auto) { return 1.0f / H::sqrt(a(0)); })
         .Case<math::SinOp>([&](auto) { return H::sin(a(0)); })
         .Case<math::CosOp>([&](auto) { return H::cos(a(0)); })
         .Case<math::TanhOp>([&](auto) { return H::tanh(a(0)); })
-        .Case<math::ErfOp>([&](auto) { return H::erf(a(0)); })
+        .Case<math::ErfOp>([&](auto) { return ieeeErf(a(0)); })
         .Case<math::AbsFOp, math::AbsIOp>([&](auto) { return H::abs(a(0)); })
         .Case<math::FloorOp>([&](auto) { return H::floor(a(0)); })
-        .Case<math::PowFOp>([&](auto) { return H::pow(a(0), a(1)); })
+        .Case<math::PowFOp>([&](auto) { return ieeePow(a(0), a(1)); })
         .Default([&](Operation*) -> H::Expr { unsupported(op, "no Halide lowering for"); });
   }
 };
