@@ -218,6 +218,8 @@ private:
   std::map<std::string, H::Expr> sizes_; // by size name, for attn.bounds
   std::map<std::string, int> partCounter_;
   std::vector<std::string>* reads_ = nullptr;
+  // Lower integer == and != as two comparisons (see the online tile's mask test).
+  bool equalityAsBounds_ = false;
   struct NestedReduce {
     std::string name;
     std::vector<BlockArgument> captured;
@@ -637,7 +639,13 @@ private:
           for (size_t k = 0; k < rowsMap.size(); ++k)
             menv[sb.getArgument(k)] = rowsMap[k] < 0 ? keyAt(kt, rp) : H::Expr(vars[rowsMap[k]]);
           reads_ = &c.tpv.reads;
+          // Halide (21) simplifies an integer `==` in this update's select wrongly once the
+          // schedule unrolls rows and rebases the key loop (`key == row` became `row block ==
+          // 0`: only the first row block of a `j == i` mask kept its values); the same test
+          // spelt with <= is simplified correctly.
+          equalityAsBounds_ = true;
           slotOk = slotOk && eval(sy.getValues()[1], menv);
+          equalityAsBounds_ = false;
           reads_ = nullptr;
         }
         // Selecting the whole update (not the product) keeps its multiply-add one FMA.
@@ -1184,9 +1192,16 @@ private:
       // and keeping the window rule from placing the softmax next to its consumer; such a read
       // stays a plain product (its probability is still exactly 0 at masked entries).
       if (reducesIn(yield.getValues()[1], sm)) return std::nullopt;
-      // The softmax's mask (its `where` and `.exclude` conditions) at the read's subscripts.
+      // The softmax's mask (its `where` and `.exclude` conditions) at the read's subscripts,
+      // clamped as the read clamps them: Halide cannot bound a computed subscript (`(i + 2) % N`)
+      // and would evaluate the mask, and read its inputs, outside the softmax.
       Env menv;
-      for (auto [arg, sub] : llvm::zip(sm.getBody().front().getArguments(), r.getIndices())) menv[arg] = H::cast<int32_t>(eval(sub, env));
+      ValueRange extents = sm->getOperands();
+      for (auto [d, arg, sub] : llvm::enumerate(sm.getBody().front().getArguments(), r.getIndices())) {
+        H::Expr i = H::cast<int32_t>(eval(sub, env));
+        if (!i.as<H::Internal::Variable>()) i = H::clamp(i, 0, H::max(H::cast<int32_t>(eval(extents[d], env)) - 1, 0));
+        menv[arg] = i;
+      }
       H::Expr mask = eval(yield.getValues()[1], menv);
       return ReadParts{lowerReadParts(r, env).value, mask};
     }
@@ -1316,8 +1331,8 @@ private:
         .Case<arith::CmpIOp>([&](arith::CmpIOp c) -> H::Expr {
           H::Expr x = a(0), y = a(1);
           switch (c.getPredicate()) {
-          case arith::CmpIPredicate::eq: return x == y;
-          case arith::CmpIPredicate::ne: return x != y;
+          case arith::CmpIPredicate::eq: return equalityAsBounds_ ? x <= y && y <= x : x == y;
+          case arith::CmpIPredicate::ne: return equalityAsBounds_ ? x < y || y < x : x != y;
           case arith::CmpIPredicate::slt: return x < y;
           case arith::CmpIPredicate::sle: return x <= y;
           case arith::CmpIPredicate::sgt: return x > y;
