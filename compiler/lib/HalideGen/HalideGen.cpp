@@ -985,18 +985,19 @@ private:
     H::Expr m = kind == "max" ? H::max(acc, v) : H::min(acc, v);
     return v.type().is_float() ? nanPropagating(acc, v, m) : m;
   }
-  // a / b by IEEE rules. Halide refuses to generate a division by a constant zero (the `mean` of
-  // an empty domain divides by 0, and a kernel may write `/ 0.0`), and strict floats keep it
-  // from folding one, so that case is spelt out: +-inf by the signs, NaN for 0 / 0 and NaN / 0.
+  // a / b by IEEE rules. Halide refuses to generate a division by a divisor it simplifies to a
+  // constant zero (the `mean` of an empty domain divides by 0, and a kernel may write `/ 0.0` or
+  // `/ (y - y)`), so that case is spelt out: NaN for 0 / 0, a NaN operand, or a divisor that is
+  // NaN after all (y - y and y * 0.0 are, for a NaN or infinite y); otherwise +-inf by the
+  // signs, the divisor's sign bit included (y * 0.0 is -0 for a negative y). Strict floats keep
+  // the divisor's own NaN test and sign from being folded.
   static H::Expr fdiv(const H::Expr& a, const H::Expr& b) {
-    // Only a literal zero: a divisor the simplifier folds to 0 (y - y, y * 0.0) is NaN for a NaN
-    // or infinite y, and strict floats keep it from being folded.
-    const std::optional<double> z = Halide::Internal::as_const_float(b);
+    const std::optional<double> z = Halide::Internal::as_const_float(Halide::Internal::simplify(b));
     if (!z || *z != 0.0) return a / b;
     const float inf = std::numeric_limits<float>::infinity();
-    const H::Expr posInf(std::signbit(*z) ? -inf : inf);
-    return H::select(H::is_nan(a) || a == 0.0f, H::Expr(std::numeric_limits<float>::quiet_NaN()),
-                     H::select(a > 0.0f, posInf, -posInf));
+    const H::Expr negative = H::reinterpret<int32_t>(b) < 0;
+    return H::select(H::is_nan(a) || H::is_nan(b) || a == 0.0f, H::Expr(std::numeric_limits<float>::quiet_NaN()),
+                     H::select((a > 0.0f) != negative, H::Expr(inf), H::Expr(-inf)));
   }
   // exp(x), NaN for a NaN x: Halide's exp gives 0 there. A softmax's exps of score - max are
   // where a NaN or +inf score (inf - inf) turns its row into NaN, as in PyTorch: the row's sum
