@@ -93,6 +93,14 @@ bool findDensePattern(LoweredKernel& k, DensePattern* pat) {
         cur = next;
       }
       if (!d.score) continue;
+      // The rules take the contraction's last two indices as (row, key), in the softmax's
+      // order. A contraction's indices follow their first use, so `sum(d) k(j, d) * q(i, d)` is
+      // a Func of (j, i): its rows would be unrolled by a key count (a raw Halide error). Such
+      // scores decline (the generic rule schedules them).
+      const size_t n = p->varNames.size();
+      if (n < 2 || d.score->varNames.size() != n || d.score->varNames[n - 2] != p->varNames[n - 2] ||
+          d.score->varNames[n - 1] != p->varNames[n - 1])
+        continue;
       // Every Func the rule places inside the query tile must be consumed only there.
       std::vector<const LoweredFunc*> members(d.softmax.begin(), d.softmax.end());
       members.push_back(d.out);
