@@ -122,6 +122,11 @@ struct LoweredKernel {
 // become fused multiply-adds (FloatSemantics.cpp). Idempotent.
 void applyFloatSemantics(const LoweredKernel& k);
 
+// Makes `p` check the kernel's size requirements before Halide's checks of the inputs' regions,
+// so that a call breaking one is told the requirement, not a read outside an input
+// (RequirementsFirst.cpp).
+void checkRequirementsFirst(Halide::Pipeline& p);
+
 // Lowers one kernel. Throws std::runtime_error for IR that has no Halide lowering.
 LoweredKernel lowerToHalide(attn::KernelOp kernel);
 

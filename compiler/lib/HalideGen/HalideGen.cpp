@@ -62,6 +62,7 @@ H::Pipeline LoweredKernel::pipeline() const {
   H::Pipeline p(outputs());
   // The marker lets the runtime cut Halide's "Requirement Failed: (cond)" prefix.
   for (const auto& [cond, msg] : requirements) p.add_requirement(cond, "[attnc] " + msg);
+  if (!requirements.empty()) checkRequirementsFirst(p);
   return p;
 }
 
