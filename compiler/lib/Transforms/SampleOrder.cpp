@@ -537,6 +537,34 @@ struct Rewriter {
                                            factorIndices(*p.bias, v0, Value(), p.def, fb, none), fb.getStringAttr("none"));
       total = fb.create<arith::AddFOp>(loc, total, fb.create<arith::MulFOp>(loc, bias, f1));
     }
+    // A sample whose every read of v is a `.zero` read outside v is a structural zero
+    // (docs/language.md §6): as written, F adds w_k * 0 = 0 whatever the weights w_k; reordered,
+    // it would be sum_c w(.., c) * 0, NaN for an infinite projection weight. So F is 0 there.
+    {
+      Value anyIn;
+      bool always = false;
+      Value zero = fb.create<arith::ConstantIndexOp>(loc, 0);
+      IRMapping m;
+      for (attn::ReadOp r : s.reads) {
+        Value in;
+        if (r.getBoundary() == "zero")
+          for (const IndexUse& u : xf.idx) {
+            if (u.kind != IndexUse::Arg) continue;
+            Value i = r.getIndices()[u.arg];
+            Value ext = hoist(p.def.getExtents()[u.arg], p.def, fb, m);
+            Value both = fb.create<arith::AndIOp>(loc, fb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, i, zero),
+                                                  fb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, i, ext));
+            in = in ? (Value)fb.create<arith::AndIOp>(loc, in, both) : both;
+          }
+        if (!in) {
+          always = true;
+          break;
+        }
+        anyIn = anyIn ? (Value)fb.create<arith::OrIOp>(loc, anyIn, in) : in;
+      }
+      if (!always && anyIn)
+        total = fb.create<arith::SelectOp>(loc, anyIn, total, fb.create<arith::ConstantOp>(loc, fb.getF32FloatAttr(0.0f)));
+    }
     s.root->getResult(0).replaceAllUsesWith(total);
     for (Operation* op : llvm::reverse(s.fOps)) op->erase();
     // The coordinates and weights now live in the sampled definition; drop the dead copies.
