@@ -388,6 +388,24 @@ struct Rewriter {
     return p.def.getName().str() + "__sample" + (counter > 1 ? std::to_string(counter) : "");
   }
 
+  // Where the `.zero` read `r` of v is inside v (its sampled subscripts within v's extents),
+  // built at `b`; null for a read of another boundary mode, which is always in range.
+  Value inRange(attn::ReadOp r, const Factor& xf, OpBuilder& b, IRMapping& m) {
+    if (r.getBoundary() != "zero") return Value();
+    Location loc = r.getLoc();
+    Value in, zero;
+    for (const IndexUse& u : xf.idx) {
+      if (u.kind != IndexUse::Arg) continue;
+      if (!zero) zero = b.create<arith::ConstantIndexOp>(loc, 0);
+      Value i = r.getIndices()[u.arg];
+      Value ext = hoist(p.def.getExtents()[u.arg], p.def, b, m);
+      Value both = b.create<arith::AndIOp>(loc, b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, i, zero),
+                                           b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, i, ext));
+      in = in ? (Value)b.create<arith::AndIOp>(loc, in, both) : both;
+    }
+    return in;
+  }
+
   // Rewrites one site to sample-then-project; false (and nothing changed) if it cannot.
   bool rewrite(Site& s) {
     Operation* owner = s.owner;
@@ -516,20 +534,8 @@ struct Rewriter {
           continue;
         }
         Value one = fb.create<arith::ConstantOp>(loc, fb.getF32FloatAttr(1.0f));
-        if (r.getBoundary() == "zero") {
-          Value in;
-          Value zero = fb.create<arith::ConstantIndexOp>(loc, 0);
-          for (const IndexUse& u : xf.idx) {
-            if (u.kind != IndexUse::Arg) continue;
-            Value i = r.getIndices()[u.arg];
-            Value ext = hoist(p.def.getExtents()[u.arg], p.def, fb, m);
-            Value ge = fb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, i, zero);
-            Value lt = fb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, i, ext);
-            Value both = fb.create<arith::AndIOp>(loc, ge, lt);
-            in = in ? (Value)fb.create<arith::AndIOp>(loc, in, both) : both;
-          }
-          if (in) one = fb.create<arith::SelectOp>(loc, in, one, fb.create<arith::ConstantOp>(loc, fb.getF32FloatAttr(0.0f)));
-        }
+        if (Value in = inRange(r, xf, fb, m))
+          one = fb.create<arith::SelectOp>(loc, in, one, fb.create<arith::ConstantOp>(loc, fb.getF32FloatAttr(0.0f)));
         m.map(r.getResult(), one);
       }
       Value f1 = m.lookup(s.root->getResult(0));
@@ -543,19 +549,9 @@ struct Rewriter {
     {
       Value anyIn;
       bool always = false;
-      Value zero = fb.create<arith::ConstantIndexOp>(loc, 0);
       IRMapping m;
       for (attn::ReadOp r : s.reads) {
-        Value in;
-        if (r.getBoundary() == "zero")
-          for (const IndexUse& u : xf.idx) {
-            if (u.kind != IndexUse::Arg) continue;
-            Value i = r.getIndices()[u.arg];
-            Value ext = hoist(p.def.getExtents()[u.arg], p.def, fb, m);
-            Value both = fb.create<arith::AndIOp>(loc, fb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, i, zero),
-                                                  fb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, i, ext));
-            in = in ? (Value)fb.create<arith::AndIOp>(loc, in, both) : both;
-          }
+        Value in = inRange(r, xf, fb, m);
         if (!in) {
           always = true;
           break;
