@@ -175,10 +175,11 @@ void scheduleGroup(LoweredKernel& k, OnlinePattern& g, const H::Target& t, const
     // of one group, so those buffers have a constant size (stack, not heap).
     // Under key ranges (a padding mask), Halide trims a tile loop to the tiles in range only
     // where nothing computed in it outlives an iteration: the buffers stay in the loop, sized by
-    // the task's rows so that they are constant (on the stack).
+    // the task's rows so that they are constant (on the stack). A one-key tile (--online-tile=1)
+    // is not hoisted either: Halide drops the extent-1 buffer's Realize and then cannot hoist it.
     auto place = [&](H::Func f, const std::vector<H::Var>& fvars) {
       f.compute_at(tile);
-      if (!c.full && !S.onlineKeyRanged) f.hoist_storage(hoist);
+      if (!c.full && !S.onlineKeyRanged && T > 1) f.hoist_storage(hoist);
       for (const H::Var& a : fvars)
         if (a.name() == g.queryVar && (S.onlineGrouped || S.onlineKeyRanged))
           f.bound_storage(a, S.onlineGrouped ? kOnlineQueryGroup : prm.queryTile);

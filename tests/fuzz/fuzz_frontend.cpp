@@ -6,7 +6,7 @@
 //   #D NAME=VALUE ...    -D overrides of kernel constants
 //   #S NAME=VALUE,...    --sizes estimates for the cost-model passes
 //   #O ORDER             --sample-order (auto, sample-first, project-first)
-//   #T N                 --online-tile (keys per tile of the online softmax, 2..1024)
+//   #T N                 --online-tile (keys per tile of the online softmax, 1..1024)
 //   #F off               --online-softmax=off
 //
 // Values a mutation of the text rarely spells (a constant at 2^29 or 2^31 - 1, a kernel named

@@ -51,9 +51,9 @@ void registerAttnPasses();
 inline constexpr const char* kEstimatesAttr = "attn.estimates";
 
 // The keys per tile that may be asked of attn-online-softmax (0 lets it choose): cpu-online's
-// schedule cannot hoist a 1-key tile's buffers, and vectorises a whole tile, which takes minutes
-// to compile beyond about 1024 lanes (and Halide refuses 32768).
-inline constexpr int64_t kMinOnlineTile = 2, kMaxOnlineTile = 1024;
+// schedule vectorises a whole tile, which takes minutes to compile beyond about 1024 lanes (and
+// Halide refuses 32768).
+inline constexpr int64_t kMinOnlineTile = 1, kMaxOnlineTile = 1024;
 
 struct PipelineOptions {
   SampleOrder sampleOrder = SampleOrder::Auto;
