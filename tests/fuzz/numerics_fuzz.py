@@ -2159,6 +2159,9 @@ def report_case(res, opts, stats, refusals, classes):
 
 def main(argv):
     opts = parse_args(argv)
+    # attn-run runs in each case's own directory, so a relative --bin (make fuzz passes build/bin)
+    # must be made absolute first.
+    opts.bin = os.path.abspath(opts.bin)
     if not os.access(os.path.join(opts.bin, "attn-run"), os.X_OK):
         print("numerics fuzz: no attn-run in %s (build first)" % opts.bin, file=sys.stderr)
         return 2
