@@ -406,6 +406,46 @@ struct Rewriter {
     return in;
   }
 
+  // Where the selects between the read `r` of v and F's root keep r's term: the conjunction of
+  // the conditions of those whose other branch is the constant 0 (bilinear_map's corners,
+  // `select(inside, w * v.clamp(..), 0)`), taken below the first value with several users (above
+  // it, r's term also flows elsewhere). Null where there is none. The conditions are read from
+  // clones of F's operations at `b` (made once, into `cm`; r's reads of v become 0).
+  Value selectGuard(attn::ReadOp r, Site& s, OpBuilder& b, IRMapping& cm) {
+    auto isZero = [](Value v) {
+      auto c = v.getDefiningOp<arith::ConstantOp>();
+      auto f = c ? dyn_cast<FloatAttr>(c.getValue()) : FloatAttr();
+      return f && f.getValue().isZero();
+    };
+    Location loc = r.getLoc();
+    Value guard, v = r.getResult();
+    while (v != s.root->getResult(0) && v.hasOneUse()) {
+      Operation* user = *v.getUsers().begin();
+      if (!s.fOps.contains(user)) break;
+      if (auto sel = dyn_cast<arith::SelectOp>(user)) {
+        Value c;
+        if (v == sel.getTrueValue() && v != sel.getFalseValue() && isZero(sel.getFalseValue())) c = sel.getCondition();
+        else if (v == sel.getFalseValue() && v != sel.getTrueValue() && isZero(sel.getTrueValue())) c = sel.getCondition();
+        if (c) {
+          if (cm.getValueMap().empty())
+            for (Operation* op : s.fOps) {
+              auto rd = dyn_cast<attn::ReadOp>(op);
+              if (rd && llvm::is_contained(s.reads, rd))
+                cm.map(rd.getResult(), b.create<arith::ConstantOp>(loc, b.getF32FloatAttr(0.0f)));
+              else if (op != s.root)
+                b.clone(*op, cm);
+            }
+          c = cm.lookupOrDefault(c);
+          if (v == sel.getFalseValue())
+            c = b.create<arith::XOrIOp>(loc, c, b.create<arith::ConstantOp>(loc, b.getBoolAttr(true)));
+          guard = guard ? (Value)b.create<arith::AndIOp>(loc, guard, c) : c;
+        }
+      }
+      v = user->getResult(0);
+    }
+    return guard;
+  }
+
   // Rewrites one site to sample-then-project; false (and nothing changed) if it cannot.
   bool rewrite(Site& s) {
     Operation* owner = s.owner;
@@ -543,15 +583,17 @@ struct Rewriter {
                                            factorIndices(*p.bias, v0, Value(), p.def, fb, none), fb.getStringAttr("none"));
       total = fb.create<arith::AddFOp>(loc, total, fb.create<arith::MulFOp>(loc, bias, f1));
     }
-    // A sample whose every read of v is a `.zero` read outside v is a structural zero
-    // (docs/language.md §6): as written, F adds w_k * 0 = 0 whatever the weights w_k; reordered,
-    // it would be sum_c w(.., c) * 0, NaN for an infinite projection weight. So F is 0 there.
+    // A sample whose every read of v is a structural zero (docs/language.md §6: a `.zero` read
+    // outside v, or one under a select that gives 0 there) is 0 as written, whatever the
+    // weights w_k; reordered, it would be sum_c w(.., c) * 0 + bias * 0, NaN for an infinite
+    // projection weight or bias. So F is 0 there.
     {
       Value anyIn;
       bool always = false;
-      IRMapping m;
+      IRMapping m, cm;
       for (attn::ReadOp r : s.reads) {
         Value in = inRange(r, xf, fb, m);
+        if (Value g = selectGuard(r, s, fb, cm)) in = in ? (Value)fb.create<arith::AndIOp>(loc, in, g) : g;
         if (!in) {
           always = true;
           break;
