@@ -1304,6 +1304,8 @@ def _index_uses(e):
 
 def fresh_index(g):
     g.nidx += 1
+    if g.nidx == 32:  # `i32` is the integer type's name, which attnc rightly refuses as an index
+        g.nidx += 1
     return "i%d" % g.nidx
 
 

@@ -992,9 +992,15 @@ private:
   // NaN after all (y - y and y * 0.0 are, for a NaN or infinite y); otherwise +-inf by the
   // signs, the divisor's sign bit included (y * 0.0 is -0 for a negative y). Strict floats keep
   // the divisor's own NaN test and sign from being folded.
+  // A divisor that is not a constant here may still become a constant 0 in Halide's lowering
+  // (known sizes, the out-of-range part of a loop over a `.zero` read: rsqrt(x.zero(..)) gave
+  // "Division by constant zero", fuzz seed 772683725). It is divided as b + -0.0, which is b
+  // for every float (-0 + -0 = -0) and which strict floats never fold, so the hardware divides
+  // and gives IEEE's result.
   static H::Expr fdiv(const H::Expr& a, const H::Expr& b) {
     const std::optional<double> z = Halide::Internal::as_const_float(Halide::Internal::simplify(b));
-    if (!z || *z != 0.0) return a / b;
+    if (!z) return a / (b + H::Expr(-0.0f));
+    if (*z != 0.0) return a / b;
     const float inf = std::numeric_limits<float>::infinity();
     const H::Expr negative = H::reinterpret<int32_t>(b) < 0;
     return H::select(H::is_nan(a) || H::is_nan(b) || a == 0.0f, H::Expr(std::numeric_limits<float>::quiet_NaN()),
@@ -1364,7 +1370,7 @@ private:
         })
         .Case<math::LogOp>([&](auto) { return ieeeLog(a(0)); })
         .Case<math::SqrtOp>([&](auto) { return H::sqrt(a(0)); })
-        .Case<math::RsqrtOp>([&](auto) { return 1.0f / H::sqrt(a(0)); })
+        .Case<math::RsqrtOp>([&](auto) { return fdiv(1.0f, H::sqrt(a(0))); })
         .Case<math::SinOp>([&](auto) { return H::sin(a(0)); })
         .Case<math::CosOp>([&](auto) { return H::cos(a(0)); })
         .Case<math::TanhOp>([&](auto) { return H::tanh(a(0)); })
