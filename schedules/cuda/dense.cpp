@@ -120,16 +120,29 @@ private:
     // levels in shared memory and brackets it with barriers.
     std::vector<std::string> alongR = inputsReadWithVar(k, C.func.update_value(0), r.name());
     for (KernelParam& p : k.inputs)
-      if (std::find(alongR.begin(), alongR.end(), p.name) != alongR.end()) stageSlice(p.param.in(C.func), C.func, ro);
+      if (std::find(alongR.begin(), alongR.end(), p.name) != alongR.end()) stageSlice(p.param.in(C.func), C.func, ro, tile);
     for (LoweredFunc* f : staged)
-      if (f->role == FuncRole::Softmax) stageSlice(f->func.in(C.func), C.func, ro);
+      if (f->role == FuncRole::Softmax) stageSlice(f->func.in(C.func), C.func, ro, tile);
   }
 
-  static void stageSlice(H::Func w, H::Func consumer, H::RVar at) {
+  // The slice is copied by tile x tile threads into tile x tile floats of shared memory: its
+  // dimensions are split by the tile so that the thread counts are constants, and its storage is
+  // bounded by the tile. Left to bounds inference, both grew with the sizes under a causal mask
+  // (r <= i): Halide bounds the staged numerators' rows only by Nq, and for blocks above the
+  // diagonal it multiplies two negative extents, so causal_attention asked for 16 x Nq threads
+  // and 197 KiB of shared memory per block at Nq = 256, which a GPU refuses
+  // (CUDA_ERROR_INVALID_VALUE on an H100; ptxas cannot see launch sizes). A slice never holds
+  // more than one tile: `at` walks the contraction in tiles and the block computes one output tile.
+  static void stageSlice(H::Func w, H::Func consumer, H::RVar at, int tile) {
     w.compute_at(consumer, at);
     std::vector<H::Var> a = w.args(); // innermost first
-    if (a.size() >= 2) w.gpu_threads(a[0], a[1]);
-    else if (!a.empty()) w.gpu_threads(a[0]);
+    const std::string& nm = w.name();
+    H::Var xo(nm + "_xo"), xi(nm + "_xi"), yo(nm + "_yo"), yi(nm + "_yi");
+    for (size_t d = 0; d < a.size() && d < 2; ++d) w.bound_storage(a[d], tile);
+    if (a.size() >= 2)
+      w.tile(a[0], a[1], xo, yo, xi, yi, tile, tile, H::TailStrategy::GuardWithIf).gpu_threads(xi, yi);
+    else if (!a.empty())
+      w.split(a[0], xo, xi, tile, H::TailStrategy::GuardWithIf).gpu_threads(xi);
   }
 
   // A row statistic (max or sum over the softmax axis): one warp per row, 32 lanes each reduce a

@@ -4,6 +4,7 @@
 #include "sdpa_unfused.attnc.h"
 #include "sdpa_unscheduled.attnc.h"
 
+#include "numerics/numerics_support.h"
 #include "reference/sdpa_ref.h"
 
 #include <gmock/gmock.h>
@@ -47,6 +48,12 @@ TEST_P(SdpaNumerics, MatchesFp64Reference) {
   auto plain = attnc_ref::sdpa<float>(q.data(), k.data(), v.data(), s.B, s.H, s.Nq, s.Nk, s.D);
   double tol = attnc_ref::tolerance(attnc_ref::maxAbsDiff(plain, ref));
   EXPECT_LE(attnc_ref::maxAbsDiff(o, ref), tol) << kernel->name << " " << s;
+  // sdpa_auto's CUDA build (sdpa_auto_cuda) on the same inputs, where a device is present.
+  std::ostringstream label;
+  label << kernel->name << " " << s;
+  attnc_test::checkCudaTwin(*kernel, {attnc::TensorView::f32(q.data(), {s.B, s.H, s.Nq, s.D}), attnc::TensorView::f32(k.data(), {s.B, s.H, s.Nk, s.D}),
+                                      attnc::TensorView::f32(v.data(), {s.B, s.H, s.Nk, s.D})},
+                            {s.B, s.H, s.Nq, s.D}, ref, tol, label.str());
 }
 
 // Shapes: tile multiples; N not a multiple of the 4-row or 16-key tiles; Nq != Nk both ways;

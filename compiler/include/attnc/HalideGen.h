@@ -107,6 +107,10 @@ struct LoweredKernel {
   std::vector<std::pair<Halide::Expr, std::string>> requirements;
   // One per online softmax (attnc::countTileVisits evaluates them); not part of the pipeline.
   std::vector<TileVisits> tileVisits;
+  // Whether compiling for a GPU checks the blocks' threads and shared memory against constant
+  // bounds (GpuLaunchLimits.cpp). attnc's rules must pass; Halide's autoscheduler (Anderson2021)
+  // sizes shared memory for its --sizes estimates, so its schedules are left to the launch.
+  bool checkGpuLaunches = true;
 
   LoweredFunc* find(const std::string& name);
   const LoweredFunc* find(const std::string& name) const;
@@ -126,6 +130,10 @@ void applyFloatSemantics(const LoweredKernel& k);
 // so that a call breaking one is told the requirement, not a read outside an input
 // (RequirementsFirst.cpp).
 void checkRequirementsFirst(Halide::Pipeline& p);
+
+// Makes compiling `p` for a GPU fail when a block's thread count has no constant bound within
+// CUDA's limits, instead of the launch failing on the device (GpuLaunchLimits.cpp).
+void checkGpuLaunchLimits(Halide::Pipeline& p);
 
 // Lowers one kernel. Throws std::runtime_error for IR that has no Halide lowering.
 LoweredKernel lowerToHalide(attn::KernelOp kernel);

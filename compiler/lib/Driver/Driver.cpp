@@ -171,6 +171,7 @@ void applyAutoscheduler(LoweredKernel& k, const Halide::Target& t, const std::st
   if (!isAutoscheduler(name)) throw std::runtime_error("unknown autoscheduler '" + name + "'");
   if (t.has_gpu_feature() != (name == "Anderson2021"))
     throw std::runtime_error(name + (t.has_gpu_feature() ? " schedules CPU targets only (use Anderson2021 for CUDA)" : " schedules GPU targets only"));
+  k.checkGpuLaunches = false;
   for (KernelParam& p : k.inputs) {
     std::vector<Halide::Range> est;
     for (size_t d = p.dims.size(); d-- > 0;) est.push_back({0, (int)sizeOf(p.dims[d], sizes, "input " + p.name)});

@@ -63,6 +63,7 @@ H::Pipeline LoweredKernel::pipeline() const {
   // The marker lets the runtime cut Halide's "Requirement Failed: (cond)" prefix.
   for (const auto& [cond, msg] : requirements) p.add_requirement(cond, "[attnc] " + msg);
   if (!requirements.empty()) checkRequirementsFirst(p);
+  if (checkGpuLaunches) checkGpuLaunchLimits(p);
   return p;
 }
 
