@@ -20,7 +20,7 @@
 // a pass that fails verification, and
 // HalideGen refusing (or Halide asserting on) a kernel that the front end accepted. Each of these
 // means a user gets no usable message, so the harness aborts on them.
-#include "attnc/Driver.h"
+#include "attnc/Compilation.h"
 #include "attnc/HalideGen.h"
 #include "attnc/Transforms/Passes.h"
 #include "attnc/dsl/AST.h"
@@ -207,12 +207,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!out.flush()) finding("cannot write the input file", ws.path);
   }
 
-  attnc::FrontEnd fe;
+  // The stages through attnc::Compilation, as the tools run them; its diagnostics are read and
+  // cleared after each stage, so a finding names the stage that printed them.
+  attnc::CompileOptions co;
+  co.path = ws.path;
+  co.frontEnd = opts.fe;
+  co.passes = opts.passes;
+  co.onlineSoftmax = opts.passes.onlineSoftmax;
+  co.mlirThreading = false;
   std::ostringstream err;
-  if (!attnc::runFrontEnd(ws.path, opts.fe, err, &fe)) {
+  attnc::Compilation comp(co, err);
+  if (!comp.parse()) {
     if (!hasLocatedError(err.str())) finding("input rejected without a file:line:col: error: diagnostic", err.str());
     return 0;
   }
+  const attnc::FrontEnd& fe = comp.frontEnd();
   {
     std::ostringstream ast;
     attnc::dsl::printModule(ast, *fe.module);
@@ -221,23 +230,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (std::string why = attnc::dsl::reservedSymbolReason(k->name); !why.empty())
       finding("the front end accepted a reserved kernel name", k->name + ": " + why);
 
-  mlir::MLIRContext ctx(mlir::MLIRContext::Threading::DISABLED);
-  std::ostringstream genErr;
-  mlir::OwningOpRef<mlir::ModuleOp> module = attnc::generateMLIR(ctx, fe, genErr);
-  if (!module) finding("MLIRGen failed on a module that Sema accepted", genErr.str());
-  std::ostringstream passErr;
-  if (!attnc::runPasses(*module, opts.passes, passErr)) {
-    if (!hasLocatedError(passErr.str())) finding("a pass failed without a located diagnostic", passErr.str());
+  err.str("");
+  if (!comp.generated()) finding("MLIRGen failed on a module that Sema accepted", err.str());
+  err.str("");
+  mlir::ModuleOp module = comp.optimized();
+  if (!module) {
+    if (!hasLocatedError(err.str())) finding("a pass failed without a located diagnostic", err.str());
     return 0;
   }
-  if (mlir::failed(mlir::verify(*module))) finding("the passes left IR that fails verification", "");
+  if (mlir::failed(mlir::verify(module))) finding("the passes left IR that fails verification", "");
   {
     std::string s;
     llvm::raw_string_ostream os(s);
-    module->print(os);
+    module.print(os);
   }
 
-  for (attnc::attn::KernelOp kernel : module->getOps<attnc::attn::KernelOp>()) {
+  // Every kernel of the file, not only the one a tool would select.
+  for (attnc::attn::KernelOp kernel : module.getOps<attnc::attn::KernelOp>()) {
     try {
       attnc::LoweredKernel lk = attnc::lowerToHalide(kernel);
       (void)attnc::printAlgorithm(lk);

@@ -1,7 +1,7 @@
 // attn-bench: counts a case's visited key tiles by lowering its variant and evaluating the tile predicates.
 #include "bench.h"
 
-#include "attnc/Driver.h"
+#include "attnc/Compilation.h"
 
 #include <sstream>
 
@@ -22,15 +22,12 @@ bool countTiles(Case& c, CaseResult* r) {
     return false;
   };
   const std::string path = std::string(ATTN_BENCH_VARIANTS_DIR) + "/" + c.tileSource;
-  attnc::FrontEnd fe;
-  if (!attnc::runFrontEnd(path, attnc::dsl::FrontEndOptions{}, err, &fe)) return fail("");
-  mlir::MLIRContext ctx;
-  auto module = attnc::generateMLIR(ctx, fe, err);
-  if (!module) return fail("");
-  attnc::attn::KernelOp kernel = attnc::selectKernel(*module, c.tileKernel, err);
-  if (!kernel || !attnc::runPasses(*module, attnc::PipelineOptions{}, err)) return fail("");
+  attnc::CompileOptions co;
+  co.path = path;
+  co.kernel = c.tileKernel;
+  attnc::Compilation comp(co, err);
   try {
-    attnc::LoweredKernel lk = attnc::lowerToHalide(kernel);
+    attnc::LoweredKernel lk = comp.lower();
     if (lk.inputs.size() != c.inputs.size()) return fail("the kernel has " + std::to_string(lk.inputs.size()) + " inputs, the case " + std::to_string(c.inputs.size()));
     for (size_t i = 0; i < c.inputs.size(); ++i) {
       Tensor& t = c.inputs[i];
@@ -42,6 +39,8 @@ bool countTiles(Case& c, CaseResult* r) {
     }
     for (const attnc::TileVisitCount& v : attnc::countTileVisits(lk))
       r->tiles.push_back({v.output, v.tile, v.rowsPerBlock, v.visited, v.maskTested, v.total});
+  } catch (const attnc::CompileFailed&) {
+    return fail("");
   } catch (const std::exception& e) {
     return fail(e.what());
   }

@@ -1,6 +1,6 @@
 // attn-run: JIT-compiles a .attn kernel through Halide and runs it on float32/int32 .npy files, or
 // (--reference) evaluates it with the fp64 reference interpreter instead.
-#include "attnc/Driver.h"
+#include "attnc/Compilation.h"
 #include "attnc/Schedule.h"
 #include "attnc/Transforms/Passes.h"
 #include "attnc/dsl/Interpreter.h"
@@ -221,12 +221,16 @@ int runReference(const attnc::dsl::Module& m, const std::string& kernelName, con
 
 int main(int argc, char** argv) {
   attnc::install_cleanup_handlers();
-  std::string input, targetStr = "host", schedule = "auto", kernelName;
-  std::vector<std::pair<std::string, std::string>> ins, outs;
-  attnc::dsl::FrontEndOptions feOpts;
+  attnc::CompileOptions co;
+  std::string& input = co.path;
+  std::string& targetStr = co.target;
+  std::string& kernelName = co.kernel;
+  attnc::dsl::FrontEndOptions& feOpts = co.frontEnd;
   attnc::dsl::SemaOptions& sema = feOpts.sema;
+  attnc::PipelineOptions& passOpts = co.passes;
+  std::string schedule = "auto";
+  std::vector<std::pair<std::string, std::string>> ins, outs;
   bool reference = false, tileStats = false;
-  attnc::PipelineOptions passOpts;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return ++i < argc ? argv[i] : ""; };
@@ -254,7 +258,7 @@ int main(int argc, char** argv) {
     } else if (a.rfind("--online-softmax=", 0) == 0) {
       std::string m = a.substr(17);
       if (m != "on" && m != "off") return fail("unknown --online-softmax '" + m + "' (expected on or off)");
-      passOpts.onlineSoftmax = m == "on";
+      co.onlineSoftmax = m == "on";
     } else if (a.rfind("--online-tile=", 0) == 0) {
       std::string t = a.substr(14);
       char* end = nullptr;
@@ -285,8 +289,9 @@ int main(int argc, char** argv) {
   }
   if (input.empty()) return fail(std::string("no kernel file\n") + kUsage);
 
-  attnc::FrontEnd fe;
-  if (!attnc::runFrontEnd(input, feOpts, std::cerr, &fe)) return 1;
+  attnc::Compilation comp(co, std::cerr);
+  if (!comp.parse()) return 1;
+  const attnc::FrontEnd& fe = comp.frontEnd();
   // No output may be a file the run reads (the kernel source, an import, an input), another
   // output or a directory: all checked before any work.
   OutputFiles files;
@@ -304,14 +309,13 @@ int main(int argc, char** argv) {
     if (!st.ok()) return fail(st.message());
   }
   if (reference) return runReference(*fe.module, kernelName, ins, outs, files);
-  mlir::MLIRContext ctx;
-  auto module = attnc::generateMLIR(ctx, fe, std::cerr);
-  if (!module) return 1;
-  attnc::attn::KernelOp kernel = attnc::selectKernel(*module, kernelName, std::cerr);
+  mlir::ModuleOp generated = comp.generated();
+  if (!generated) return 1;
+  attnc::attn::KernelOp kernel = comp.kernel(generated);
   if (!kernel) return 1;
   Halide::Target target;
   std::string err;
-  if (!attnc::parseTarget(targetStr, &target, &err)) return fail(err);
+  if (!comp.target(&target)) return 1;
   if (!attnc::checkJitTarget(target, &err)) return fail(err);
 
   std::string why;
@@ -331,12 +335,13 @@ int main(int argc, char** argv) {
     if (!st.ok()) return fail("input '" + inNames[i] + "': " + st.message());
     auto dims = kernel.getInputDims(i);
     for (size_t d = 0; d < dims.size() && d < arrays[i].shape.size(); ++d)
-      if (!dims[d].empty() && !std::isdigit((unsigned char)dims[d][0])) passOpts.estimates.emplace(dims[d].str(), arrays[i].shape[d]);
+      if (!dims[d].empty() && !std::isdigit((unsigned char)dims[d][0]))
+        comp.options().passes.estimates.emplace(dims[d].str(), arrays[i].shape[d]);
   }
-  if (!attnc::runPasses(*module, passOpts, std::cerr)) return 1;
+  const std::string kernelSym = kernel.getSymName().str();
 
   try {
-    attnc::LoweredKernel lk = attnc::lowerToHalide(kernel);
+    attnc::LoweredKernel lk = comp.lower();
     // A runtime descriptor of the kernel gives attn-run the same shape checks as AOT calls.
     std::vector<std::vector<const char*>> dimPtrs;
     std::vector<attnc::ParamDesc> inDesc, outDesc;
@@ -380,7 +385,7 @@ int main(int argc, char** argv) {
     st = attnc::check_memory("kernel '" + lk.name + "' (its inputs and outputs)", total);
     if (!st.ok()) return fail(st.message());
 
-    std::string applied = attnc::applySchedule(lk, target, schedule);
+    std::string applied = attnc::scheduleKernel(lk, target, attnc::ScheduleRequest{schedule, {}, comp.options().passes.estimates}).applied;
     // Every buffer handed to Halide is 128-byte aligned, as Halide's own allocations are: code
     // vectorised for AVX-512 may use aligned vector loads and stores.
     std::vector<AlignedBytes> inData;
@@ -447,9 +452,11 @@ int main(int argc, char** argv) {
     }
     std::cerr << "schedule: " << applied << "\n";
     return 0;
+  } catch (const attnc::CompileFailed&) {
+    return 1;
   } catch (const Halide::Error& e) {
     std::string tidy = attnc::tidy_halide_message(e.what());
-    if (tidy != e.what()) return fail(kernel.getSymName().str() + ": " + tidy);
+    if (tidy != e.what()) return fail(kernelSym + ": " + tidy);
     return fail(std::string("Halide: ") + e.what());
   } catch (const std::exception& e) {
     return fail(e.what());

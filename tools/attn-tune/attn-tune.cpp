@@ -8,7 +8,7 @@
 // configuration is saved to the database at once, so an interrupted run resumes where it stopped.
 // Every candidate's output is compared with the default schedule's (a schedule must never change
 // results). Halide's own autoschedulers run on the same pipeline as baselines.
-#include "attnc/Driver.h"
+#include "attnc/Compilation.h"
 #include "attnc/Schedule.h"
 #include "attnc/TuningDb.h"
 #include "attnc/npy.h"
@@ -113,26 +113,16 @@ struct Config {
 
 class Tuner {
 public:
-  attnc::FrontEnd fe;
+  std::unique_ptr<attnc::Compilation> comp;
   std::string kernelName;
   H::Target target;
-  attnc::PipelineOptions passOpts;
   std::map<std::string, int64_t> sizes;
   std::map<std::string, attnc::NpyArray> given; // -i inputs
   int reps = 5;
 
-  // A fresh lowering (schedules mutate Funcs, so every configuration needs its own).
-  attnc::LoweredKernel lower(int tile) {
-    mlir::MLIRContext ctx;
-    auto module = attnc::generateMLIR(ctx, fe, std::cerr);
-    if (!module) throw std::runtime_error("MLIR generation failed");
-    attnc::PipelineOptions o = passOpts;
-    o.onlineTile = tile;
-    if (!attnc::runPasses(*module, o, std::cerr)) throw std::runtime_error("the dialect passes failed");
-    attnc::attn::KernelOp k = attnc::selectKernel(*module, kernelName, std::cerr);
-    if (!k) throw std::runtime_error("no such kernel");
-    return attnc::lowerToHalide(k);
-  }
+  // A fresh lowering (schedules mutate Funcs, so every configuration needs its own); the front
+  // end, MLIRGen and the passes run once per online tile (Compilation caches them).
+  attnc::LoweredKernel lower(int tile) { return comp->lower(tile); }
 
   // Inputs (random floats unless -i gives them) and outputs, made once from the first lowering.
   bool prepare(const attnc::LoweredKernel& lk, std::string* err) {
@@ -328,8 +318,9 @@ int tuneOffline(Tuner& tu, const std::string& input, const std::string& dbPath, 
   const std::string arch = tu.target.has_feature(F::CUDACapability86) ? "sm_86" : "sm_80";
   std::string err;
   try {
-    tu.passOpts.estimates = tu.sizes;
-    tu.passOpts.onlineSoftmax = false; // as attnc's auto for CUDA targets
+    tu.comp->options().passes.estimates = tu.sizes;
+    tu.comp->options().onlineSoftmax = false; // as attnc's auto for CUDA targets
+    tu.comp->resetPasses();
     attnc::LoweredKernel probe = tu.lower(0);
     const attnc::ScheduleRule* rule = attnc::selectRule(probe, tu.target, "auto");
     std::vector<attnc::Knob> knobs = rule->knobs(probe, tu.target);
@@ -527,16 +518,23 @@ int main(int argc, char** argv) {
   tu.reps = reps;
   std::string err;
   if (!attnc::parseTarget(targetStr, &tu.target, &err)) return fail(err);
-  if (!attnc::runFrontEnd(input, feOpts, std::cerr, &tu.fe)) return 1;
-  for (const auto& f : tu.fe.module->files)
+  attnc::CompileOptions co;
+  co.path = input;
+  co.frontEnd = feOpts;
+  co.target = targetStr;
+  tu.comp = std::make_unique<attnc::Compilation>(co, std::cerr);
+  if (!tu.comp->parse()) return 1;
+  const attnc::FrontEnd& fe = tu.comp->frontEnd();
+  for (const auto& f : fe.module->files)
     if (int rc = check(dbCheck.protect(f->path, "the imported file"))) return rc;
   for (const auto& [name, path] : inPaths)
     if (int rc = check(dbCheck.protect(path, "the input file"))) return rc;
   if (kernelName.empty()) {
-    if (tu.fe.module->kernels.size() != 1) return fail("the file has several kernels: pick one with --kernel=NAME");
-    kernelName = tu.fe.module->kernels[0]->name;
+    if (fe.module->kernels.size() != 1) return fail("the file has several kernels: pick one with --kernel=NAME");
+    kernelName = fe.module->kernels[0]->name;
   }
   tu.kernelName = kernelName;
+  tu.comp->options().kernel = kernelName;
   for (const auto& [name, path] : inPaths) {
     attnc::NpyArray arr;
     attnc::Status st = attnc::read_npy(path, &arr);
@@ -558,7 +556,8 @@ int main(int argc, char** argv) {
   try {
     attnc::LoweredKernel probe = tu.lower(0);
     if (!tu.prepare(probe, &err)) return fail(err);
-    tu.passOpts.estimates = tu.sizes; // the cost-model passes see the tuned sizes, as attnc --sizes does
+    tu.comp->options().passes.estimates = tu.sizes; // the cost-model passes see the tuned sizes, as attnc --sizes does
+    tu.comp->resetPasses();
     probe = tu.lower(0);
     const attnc::ScheduleRule* rule = attnc::selectRule(probe, tu.target, "auto");
     std::vector<attnc::Knob> knobs = rule->knobs(probe, tu.target);

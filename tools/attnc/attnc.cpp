@@ -1,7 +1,5 @@
 // attnc: compiles a .attn kernel and prints or writes any stage (ast, mlir, halide, stmt, llvm, asm, ptx, obj, lib).
-#include "attnc/Driver.h"
-#include "attnc/Schedule.h"
-#include "attnc/TuningDb.h"
+#include "attnc/Compilation.h"
 #include "attnc/Transforms/Passes.h"
 #include "attnc/dsl/Names.h"
 #include "attnc/output.h"
@@ -54,13 +52,6 @@ int fail(const std::string& msg) {
   return 1;
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Without opening it: opening a FIFO for reading waits for a writer.
 bool pathExists(const std::string& path) {
   std::error_code ec;
@@ -92,12 +83,15 @@ struct Outputs {
 
 int main(int argc, char** argv) {
   attnc::install_cleanup_handlers();
-  std::string input, emit = "mlir", outPath, targetStr = "host", schedule = "auto", kernelName, fnName;
-  attnc::dsl::FrontEndOptions feOpts;
+  attnc::CompileOptions co;
+  std::string& input = co.path;
+  std::string& targetStr = co.target;
+  std::string& kernelName = co.kernel;
+  attnc::dsl::FrontEndOptions& feOpts = co.frontEnd;
   attnc::dsl::SemaOptions& sema = feOpts.sema;
+  attnc::PipelineOptions& passOpts = co.passes;
+  std::string emit = "mlir", outPath, schedule = "auto", fnName;
   std::string depfile;
-  attnc::PipelineOptions passOpts;
-  bool runPasses = true;
   bool noRuntime = false;
   std::string online = "auto";
   std::string tuningDbPath;
@@ -157,7 +151,7 @@ int main(int argc, char** argv) {
     } else if (a == "--no-runtime") {
       noRuntime = true;
     } else if (a == "--no-opt") {
-      runPasses = false;
+      co.runPasses = false;
     } else if (a == "-o") {
       if (++i >= argc) return fail("-o needs a path");
       outPath = argv[i];
@@ -182,10 +176,9 @@ int main(int argc, char** argv) {
       return fail("more than one input file ('" + input + "' and '" + a + "')");
     }
   }
-  static const char* kEmits[] = {"ast", "mlir", "halide", "stmt", "llvm", "asm", "ptx", "obj", "lib", "runtime"};
-  bool knownEmit = false;
-  for (const char* e : kEmits) knownEmit |= emit == e;
-  if (!knownEmit) return fail("unknown --emit value '" + emit + "' (expected ast, mlir, halide, stmt, llvm, asm, ptx, obj, lib or runtime)");
+  std::optional<attnc::Emit> emitKind = attnc::parseEmit(emit);
+  if (!emitKind) return fail("unknown --emit value '" + emit + "' (expected ast, mlir, halide, stmt, llvm, asm, ptx, obj, lib or runtime)");
+  if (online != "auto") co.onlineSoftmax = online == "on";
   if (emit == "runtime") {
     // The Halide runtime for one target as its own library, shared by every kernel compiled
     // for that target with --no-runtime (attnc_add_library does this).
@@ -197,14 +190,13 @@ int main(int argc, char** argv) {
     Outputs outs;
     outs.out.emplace_back();
     if (attnc::Status st = outs.set.add(outPath + ".a", "the output", &outs.out[0]); !st.ok()) return fail(st.message());
-    attnc::TempDir tmp;
-    if (attnc::Status st = tmp.create("attnc"); !st.ok()) return fail(st.message());
     try {
-      Halide::compile_standalone_runtime({{Halide::OutputFileType::static_library, tmp.path() + "/runtime.a"}}, target);
+      return outs.finish(attnc::compileRuntime(target));
     } catch (const Halide::Error& e) {
       return fail(std::string("Halide: ") + e.what());
+    } catch (const std::exception& e) {
+      return fail(e.what());
     }
-    return outs.finish(slurp(tmp.path() + "/runtime.a"));
   }
   if (input.empty()) return fail(std::string("no input file\n") + kUsage);
   if ((emit == "obj" || emit == "lib") && outPath.empty()) return fail("--emit=" + emit + " needs -o PATH");
@@ -229,8 +221,9 @@ int main(int argc, char** argv) {
     if (int rc = check(outs.set.add(depfile, "the dependency file", &outs.dep))) return rc;
   }
 
-  attnc::FrontEnd fe;
-  if (!attnc::runFrontEnd(input, feOpts, std::cerr, &fe)) return 1;
+  attnc::Compilation comp(co, std::cerr);
+  if (!comp.parse()) return 1;
+  const attnc::FrontEnd& fe = comp.frontEnd();
   for (const auto& f : fe.module->files)
     if (int rc = check(outs.set.protect(f->path, "the imported file"))) return rc;
   if (!depfile.empty()) {
@@ -250,12 +243,8 @@ int main(int argc, char** argv) {
     text += "\n";
     if (int rc = check(outs.set.append(outs.dep, text))) return rc;
   }
-  if (!kernelName.empty()) {
-    // Checked for every stage, so a misspelt --kernel never passes silently.
-    bool found = false;
-    for (const auto& k : fe.module->kernels) found |= k->name == kernelName;
-    if (!found) return fail("no kernel named '" + kernelName + "'");
-  }
+  // Checked for every stage, so a misspelt --kernel never passes silently.
+  if (!comp.checkKernelName()) return 1;
   if (emit == "ast") {
     std::ostringstream os;
     attnc::dsl::printModule(os, *fe.module);
@@ -263,138 +252,46 @@ int main(int argc, char** argv) {
   }
 
   // The tuning database: attn-tune's knobs for this kernel, target and size bucket.
-  std::string err;
-  std::string tunedFrom; // what the stmt header and errors cite
-  const attnc::TuningEntry* tuned = nullptr;
-  attnc::TuningDb db;
-  {
-    bool named = !tuningDbPath.empty() && tuningDbPath != "none";
-    std::string path = named ? tuningDbPath : tuningDbPath == "none" ? "" : attnc::defaultTuningDbPath(input);
-    if (!path.empty() && !explicitSchedule) {
-      // exists(), not opening it: a FIFO would block here (TuningDb::load refuses it).
-      if (named && !pathExists(path)) return fail("cannot read the tuning database '" + path + "'");
-      if (!attnc::TuningDb::load(path, &db, &err)) return fail(err);
-      std::string kname = kernelName;
-      if (kname.empty() && fe.module->kernels.size() == 1) kname = fe.module->kernels[0]->name;
-      Halide::Target t;
-      std::string ignored;
-      if (!kname.empty() && attnc::parseTarget(targetStr, &t, &ignored)) {
-        std::string variant = attnc::tuningVariantKey(input, kname);
-        std::string target = attnc::tuningTargetKey(t);
-        if (!passOpts.estimates.empty()) {
-          tuned = db.find(variant, target, attnc::bucketOf(passOpts.estimates));
-        } else {
-          std::vector<const attnc::TuningEntry*> all = db.all(variant, target);
-          if (all.size() == 1) tuned = all[0];
-          else if (all.size() > 1)
-            std::cerr << "attnc: note: " << path << " tunes " << variant << " for " << all.size()
-                      << " size buckets on this target; pass --sizes to pick one (using the default schedule)\n";
-        }
-        if (tuned) {
-          tunedFrom = path + " [" + tuned->bucket + "]";
-          scheduleParams.values = tuned->params;
-          if (tuned->onlineTile > 0) passOpts.onlineTile = tuned->onlineTile;
-        }
-      }
-    }
+  attnc::TunedSchedule tuned;
+  if (!explicitSchedule && !comp.findTuning(tuningDbPath, &tuned)) return 1;
+  if (tuned.entry) {
+    scheduleParams.values = tuned.entry->params;
+    if (tuned.entry->onlineTile > 0) comp.options().passes.onlineTile = tuned.entry->onlineTile;
   }
 
-  mlir::MLIRContext ctx;
-  auto module = attnc::generateMLIR(ctx, fe, std::cerr);
+  mlir::ModuleOp module = comp.optimized();
   if (!module) return 1;
-  if (online == "auto") {
-    // The CUDA dense schedule tiles the unfused form in shared memory; CPU targets stream.
-    Halide::Target t;
-    std::string ignored;
-    passOpts.onlineSoftmax = !(attnc::parseTarget(targetStr, &t, &ignored) && t.has_gpu_feature());
-  } else {
-    passOpts.onlineSoftmax = online == "on";
-  }
-  if (runPasses && !attnc::runPasses(*module, passOpts, std::cerr)) return 1;
   if (emit == "mlir") {
     std::string s;
     llvm::raw_string_ostream os(s);
-    module->print(os, mlir::OpPrintingFlags().enableDebugInfo(false));
+    module.print(os, mlir::OpPrintingFlags().enableDebugInfo(false));
     return outs.finish(s);
   }
 
   Halide::Target target;
-  if (!attnc::parseTarget(targetStr, &target, &err)) return fail(err);
-  attnc::attn::KernelOp kernel = attnc::selectKernel(*module, kernelName, std::cerr);
-  if (!kernel) return 1;
+  if (!comp.target(&target)) return 1;
+  if (!comp.kernel(module)) return 1;
   if (noRuntime) target = target.with_feature(Halide::Target::NoRuntime);
 
   try {
-    attnc::LoweredKernel lk = attnc::lowerToHalide(kernel);
+    attnc::LoweredKernel lk = comp.lower();
     if (!fnName.empty()) lk.name = fnName;
     if (emit == "halide") return outs.finish(attnc::printAlgorithm(lk));
-    std::string applied;
-    if (tuned) {
-      // An entry from another attnc (or rule) may not fit any more: say so, keep the default.
-      if (tuned->rule != attnc::selectRule(lk, target, schedule)->name()) {
-        std::cerr << "attnc: warning: " << tunedFrom << " was tuned for schedule '" << tuned->rule
-                  << "', which no longer applies first; using the default schedule (rerun attn-tune)\n";
-        scheduleParams = {};
-        tuned = nullptr;
-      } else {
-        attnc::LoweredKernel probe = attnc::lowerToHalide(kernel);
-        try {
-          attnc::applySchedule(probe, target, schedule, scheduleParams);
-        } catch (const std::runtime_error& e) {
-          std::cerr << "attnc: warning: " << tunedFrom << ": " << e.what() << "; using the default schedule (rerun attn-tune)\n";
-          scheduleParams = {};
-          tuned = nullptr;
-        }
-      }
+    if (tuned.entry && !comp.tuningFits(tuned, schedule)) {
+      scheduleParams = {};
+      tuned = {};
     }
-    std::string described = attnc::isAutoscheduler(schedule) ? schedule : attnc::describeSchedule(lk, target, schedule, scheduleParams);
-    if (attnc::isAutoscheduler(schedule)) {
-      if (!scheduleParams.empty()) return fail("--schedule-params are a rule's knobs; " + schedule + " takes none");
-      attnc::applyAutoscheduler(lk, target, schedule, passOpts.estimates);
-      applied = schedule + " (Halide's autoscheduler)";
-    } else {
-      applied = attnc::applySchedule(lk, target, schedule, scheduleParams);
-    }
-    if (!scheduleParams.empty()) applied += " (" + scheduleParams.str() + (tuned ? ", tuned: " + tunedFrom : std::string()) + ")";
-    Halide::Pipeline p = lk.pipeline();
-    std::vector<Halide::Argument> args = lk.arguments();
-    attnc::TempDir tmpDir;
-    if (int rc = check(tmpDir.create("attnc"))) return rc;
-    const std::string& tmp = tmpDir.path();
-
-    if (emit == "stmt" || emit == "llvm" || emit == "asm") {
-      std::string f = tmp + "/out";
-      if (emit == "stmt") p.compile_to_lowered_stmt(f, args, Halide::StmtOutputFormat::Text, target);
-      else if (emit == "llvm") p.compile_to_llvm_assembly(f, args, lk.name, target);
-      else p.compile_to_assembly(f, args, lk.name, target);
-      std::string text = "# schedule: " + applied + "\n" + slurp(f);
-      if (emit != "stmt") text = slurp(f);
-      return outs.finish(text);
-    }
-    if (emit == "ptx") {
-      // The device code Halide embeds in the host object: one PTX module per kernel, every GPU
-      // loop nest an entry. Without a CUDA target there is none, which is an error, not empty output.
-      if (!target.has_feature(Halide::Target::CUDA)) {
-        return fail("--emit=ptx needs a CUDA target, e.g. --target=x86-64-linux-cuda-cuda_capability_80");
-      }
-      std::string f = tmp + "/out.ptx";
-      p.compile_to({{Halide::OutputFileType::device_code, f}}, args, lk.name, target);
-      std::string text = slurp(f);
-      if (text.find(".entry") == std::string::npos)
-        return fail("kernel '" + lk.name + "' has no GPU code for " + target.to_string() + " (schedule: " + applied + ")");
-      return outs.finish(text);
-    }
-    if (emit == "obj") {
-      std::string f = tmp + "/out.o";
-      p.compile_to_object(f, args, lk.name, target);
-      return outs.finish(slurp(f));
-    }
-    // lib: <prefix>.a (kernel + Halide runtime), <prefix>.h (Halide's C API), <prefix>.attnc.h.
-    std::string base = outPath.substr(outPath.find_last_of('/') + 1);
-    p.compile_to_static_library(tmp + "/" + base, args, lk.name, target);
-    std::string header = slurp(tmp + "/" + base + ".h");
-    std::string desc = attnc::runtimeDescriptorHeader(lk, base + ".h", targetStr, target, input, described);
-    return outs.finish({slurp(tmp + "/" + base + ".a"), header, desc});
+    attnc::ScheduleRequest req{schedule, scheduleParams, passOpts.estimates};
+    attnc::ArtefactInfo info;
+    info.schedule = attnc::scheduleKernel(lk, target, req);
+    if (!scheduleParams.empty())
+      info.schedule.applied += " (" + scheduleParams.str() + (tuned.entry ? ", tuned: " + tuned.from : std::string()) + ")";
+    info.libBase = outPath.substr(outPath.find_last_of('/') + 1);
+    info.targetKey = targetStr;
+    info.source = input;
+    return outs.finish(attnc::compileArtefact(lk, *emitKind, target, info));
+  } catch (const attnc::CompileFailed&) {
+    return 1;
   } catch (const Halide::Error& e) {
     return fail(std::string("Halide: ") + e.what());
   } catch (const std::exception& e) {

@@ -1,0 +1,148 @@
+// One kernel's compilation: source -> checked AST -> attn dialect -> passes -> lowered kernel -> schedule -> artefact.
+//
+// Every tool (attnc, attn-run, attn-tune, attn-bench, the fuzz harness) drives its kernel through
+// this type instead of calling the stages itself. Each stage runs once and is cached; lower()
+// returns a fresh HalideGen lowering of the cached dialect module on every call, because schedule
+// rules mutate the Funcs they schedule, so each schedule candidate needs its own copy while the
+// front end, MLIRGen and the passes run once per kernel (once per online tile, which is a pass
+// option). The library sits above attnc_schedules (it applies rules), which sits above HalideGen.
+#pragma once
+
+#include "attnc/Driver.h"
+#include "attnc/Schedule.h"
+#include "attnc/TuningDb.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace attnc {
+
+// The stages attnc prints or writes (`--emit=`).
+enum class Emit { Ast, Mlir, Halide, Stmt, Llvm, Asm, Ptx, Obj, Lib, Runtime };
+// "ast", "mlir", ..., "runtime"; nullopt for anything else.
+std::optional<Emit> parseEmit(const std::string& s);
+
+struct CompileOptions {
+  std::string path;              // the .attn file
+  dsl::FrontEndOptions frontEnd; // -I, -D
+  std::string kernel;            // --kernel: empty picks the only kernel
+  std::string target = "host";   // 'host' or a Halide target string
+  PipelineOptions passes;        // --sizes, --sample-order, --online-tile
+  // --online-softmax: nullopt is auto (on for CPU targets; off for GPU targets, whose cuda-dense
+  // schedule keeps the unfused scores in shared memory tiles).
+  std::optional<bool> onlineSoftmax;
+  bool runPasses = true; // --no-opt
+  // MLIR's thread pool: the fuzz harness turns it off (one input at a time, no threads to leak).
+  bool mlirThreading = true;
+};
+
+// What to schedule with: a rule ("auto", a rule's name or "none") and its knobs, or one of
+// Halide's autoschedulers, which takes `estimates` (every size) as its estimates.
+struct ScheduleRequest {
+  std::string schedule = "auto";
+  ScheduleParams params;
+  std::map<std::string, int64_t> estimates;
+};
+
+// The schedule a kernel got: `applied` for humans (the stmt header, attn-run's report),
+// `described` for the runtime descriptor (KernelDesc::schedule).
+struct AppliedSchedule {
+  std::string applied, described;
+};
+
+// Applies `r` to `k` (a fresh lowering). Throws std::runtime_error for an unknown or inapplicable
+// rule, bad knobs, or knobs given to an autoscheduler.
+AppliedSchedule scheduleKernel(LoweredKernel& k, const Halide::Target& t, const ScheduleRequest& r);
+
+// Compiles a scheduled kernel to one artefact (Stmt, Llvm, Asm, Ptx, Obj or Lib) and returns its
+// files' contents: one, or for Lib the static library, Halide's header and the runtime descriptor
+// (`libBase` names the header they include). Temporary files live in a std::filesystem-managed
+// directory that is removed on return. Throws Halide::Error or std::runtime_error.
+struct ArtefactInfo {
+  AppliedSchedule schedule;
+  std::string libBase;   // Lib: file name of the prefix (PREFIX.h is included by the descriptor)
+  std::string targetKey; // Lib: the target as the descriptor records it (the --target spelling)
+  std::string source;    // Lib: the .attn file the descriptor cites
+};
+std::vector<std::string> compileArtefact(const LoweredKernel& k, Emit e, const Halide::Target& t, const ArtefactInfo& info);
+
+// The Halide runtime for `t` alone, as a static library's bytes (`attnc --emit=runtime`).
+std::string compileRuntime(const Halide::Target& t);
+
+// The tuning database's schedule for this kernel, target and size bucket.
+struct TunedSchedule {
+  const TuningEntry* entry = nullptr; // null: none applies
+  std::string from;                   // "PATH [bucket]", for messages
+};
+
+class Compilation {
+public:
+  explicit Compilation(CompileOptions opts, std::ostream& diag);
+  ~Compilation();
+  Compilation(const Compilation&) = delete;
+  Compilation& operator=(const Compilation&) = delete;
+
+  // The options; a stage reads them when it first runs, so they may change until then.
+  CompileOptions& options() { return opts_; }
+  std::ostream& diag() { return diag_; }
+
+  // Reads, parses and checks the file and its imports; false after printing diagnostics.
+  bool parse();
+  const FrontEnd& frontEnd() const { return fe_; }
+  // After parse(): whether --kernel (if given) names a kernel of the file; prints an error if not.
+  bool checkKernelName();
+  // After parse(): --kernel, or the only kernel's name; empty when the file has several.
+  std::string kernelName() const;
+
+  // options().target parsed (cached); false after printing the error.
+  bool target(Halide::Target* t);
+
+  // MLIRGen's module (the dialect passes not run); null after printing diagnostics.
+  mlir::ModuleOp generated();
+  // The module after the dialect passes (unless options().runPasses is false), with
+  // `onlineTile` >= 0 replacing options().passes.onlineTile; cached per tile. Null after
+  // printing diagnostics.
+  mlir::ModuleOp optimized(int64_t onlineTile = -1);
+  // Forgets the optimized modules, so that the next optimized() or lower() runs the passes with
+  // options() as they are now (attn-tune learns its sizes from its inputs' shapes).
+  void resetPasses() { optimized_.clear(); }
+  // The selected kernel of `m` (options().kernel, or the only one); null after printing an error.
+  attn::KernelOp kernel(mlir::ModuleOp m);
+
+  // A fresh lowering of the selected kernel of optimized(onlineTile): HalideGen only. Throws
+  // CompileFailed after diagnostics were printed, std::runtime_error for IR with no lowering.
+  LoweredKernel lower(int64_t onlineTile = -1);
+
+  // The tuning database's entry for this kernel and target: `dbOption` is --tuning-db (empty:
+  // attnc-tuning.json beside the file, when present; "none": no database). A named database
+  // that cannot be read is an error (false); several size buckets without --sizes is a note and
+  // no entry.
+  bool findTuning(const std::string& dbOption, TunedSchedule* out);
+  // Whether a tuned entry still fits: its rule is still the one `schedule` picks and its knobs
+  // apply. Prints a warning naming why not.
+  bool tuningFits(const TunedSchedule& tuned, const std::string& schedule);
+
+private:
+  CompileOptions opts_;
+  std::ostream& diag_;
+  FrontEnd fe_;
+  bool parsed_ = false;
+  std::optional<Halide::Target> target_;
+  mlir::MLIRContext ctx_;
+  mlir::OwningOpRef<mlir::ModuleOp> generated_;
+  std::map<int64_t, mlir::OwningOpRef<mlir::ModuleOp>> optimized_;
+  TuningDb db_;
+};
+
+// Thrown by Compilation::lower when a stage failed and already printed its diagnostics.
+struct CompileFailed : std::runtime_error {
+  CompileFailed() : std::runtime_error("compilation failed (diagnostics printed)") {}
+};
+
+} // namespace attnc
