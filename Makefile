@@ -7,7 +7,7 @@ CTEST     := $(VENV)/bin/ctest
 LLVM_PREFIX = $(shell llvm-config-19 --prefix)
 HALIDE_DIR  = $(shell $(VENV)/bin/python -c 'import halide,os;print(os.path.join(os.path.dirname(halide.__file__),"lib64","cmake","Halide"))')
 
-.PHONY: all setup configure build demo test bench bench-tuned ptx-report clean test-asan fuzz fuzz-build
+.PHONY: all setup configure build demo test format format-check bench bench-tuned ptx-report clean test-asan fuzz fuzz-build
 
 all: build
 
@@ -29,8 +29,18 @@ build: configure
 demo: build
 	$(BUILD)/bin/attn-demo
 
-test: build
+test: build format-check
 	cd $(BUILD) && $(CTEST) --output-on-failure -j $(JOBS)
+
+# One C++ style (.clang-format), checked with the clang-format the set-up installs (versions
+# format differently): `make format` applies it to every tracked C++ file, `make format-check`
+# (part of `make test`) fails on any file it would change.
+CLANG_FORMAT ?= clang-format-19
+CXX_SOURCES = $(shell git ls-files '*.cpp' '*.h' 2>/dev/null || find dsl compiler schedules runtime tools tests examples \( -name '*.cpp' -o -name '*.h' \))
+format: setup
+	$(CLANG_FORMAT) -i $(CXX_SOURCES)
+format-check: setup
+	$(CLANG_FORMAT) --dry-run -Werror $(CXX_SOURCES)
 
 # Speed is measured here, never by tests: attn-bench times the kernels against baselines measured
 # in the same run. `make bench` builds the bench kernels under Halide's autoschedulers too, then

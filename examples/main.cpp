@@ -12,11 +12,13 @@ int main() {
   std::mt19937 rng(7);
   std::normal_distribution<float> dist(0.f, 2.f);
   std::vector<float> q(n), k(n), v(n), o(n);
-  for (auto* t : {&q, &k, &v})
-    for (float& x : *t) x = dist(rng);
+  for (auto *t : {&q, &k, &v})
+    for (float &x : *t)
+      x = dist(rng);
 
   attnc::Status st = attnc::call(attnc_kernels::softcap_attention(),
-                                 {attnc::TensorView::f32(q.data(), {B, H, N, D}), attnc::TensorView::f32(k.data(), {B, H, N, D}),
+                                 {attnc::TensorView::f32(q.data(), {B, H, N, D}),
+                                  attnc::TensorView::f32(k.data(), {B, H, N, D}),
                                   attnc::TensorView::f32(v.data(), {B, H, N, D})},
                                  {attnc::TensorView::f32(o.data(), {B, H, N, D})});
   if (!st.ok()) {
@@ -33,17 +35,21 @@ int main() {
       double mx = -INFINITY, sum = 0;
       for (int j = 0; j < N; ++j) {
         double dot = 0;
-        for (int d = 0; d < D; ++d) dot += double(q[(size_t(bh) * N + i) * D + d]) * k[(size_t(bh) * N + j) * D + d];
+        for (int d = 0; d < D; ++d)
+          dot += double(q[(size_t(bh) * N + i) * D + d]) * k[(size_t(bh) * N + j) * D + d];
         s[j] = cap * std::tanh(dot / std::sqrt(double(D)) / cap);
         mx = std::max(mx, s[j]);
       }
-      for (double& x : s) sum += (x = std::exp(x - mx));
+      for (double &x : s)
+        sum += (x = std::exp(x - mx));
       for (int e = 0; e < D; ++e) {
         double acc = 0;
-        for (int j = 0; j < N; ++j) acc += s[j] / sum * v[(size_t(bh) * N + j) * D + e];
+        for (int j = 0; j < N; ++j)
+          acc += s[j] / sum * v[(size_t(bh) * N + j) * D + e];
         maxErr = std::max(maxErr, std::abs(acc - o[(size_t(bh) * N + i) * D + e]));
       }
     }
-  std::printf("softcap_attention: B=%d H=%d N=%d D=%d, max |error| vs fp64 %.3g\n", B, H, N, D, maxErr);
+  std::printf("softcap_attention: B=%d H=%d N=%d D=%d, max |error| vs fp64 %.3g\n", B, H, N, D,
+              maxErr);
   return maxErr < 1e-4 ? 0 : 1;
 }

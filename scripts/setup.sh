@@ -5,9 +5,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 # clang-19 and its compiler-rt (libFuzzer, sanitizer runtimes) build `make fuzz`; gcc builds the rest.
+# clang-format-19 checks the style (`make format-check`; versions format differently, so it is pinned).
 apt_pkgs=(llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools libgtest-dev ninja-build ccache
           g++ python3-venv zlib1g-dev libzstd-dev libedit-dev libcurl4-openssl-dev libxml2-dev
-          clang-19 libclang-rt-19-dev)
+          clang-19 libclang-rt-19-dev clang-format-19)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -5,30 +5,35 @@
 
 namespace attnc::dsl {
 
-Parser::Parser(const SourceFile& file, DiagEngine& diags) : diags_(diags) {
+Parser::Parser(const SourceFile &file, DiagEngine &diags) : diags_(diags) {
   Lexer lex(file, diags);
   for (;;) {
     Token t = lex.next();
     toks_.push_back(t);
-    if (t.kind == Tok::Eof) break;
+    if (t.kind == Tok::Eof)
+      break;
   }
 }
 
-void Parser::fail(Loc loc, const std::string& msg) {
+void Parser::fail(Loc loc, const std::string &msg) {
   diags_.error(loc, msg);
   throw Abort{};
 }
 
-static std::string describe(const Token& t) {
-  if (t.kind == Tok::Ident || t.kind == Tok::Int || t.kind == Tok::Float) return "'" + t.text + "'";
-  if (t.kind == Tok::String) return "\"" + t.text + "\"";
+static std::string describe(const Token &t) {
+  if (t.kind == Tok::Ident || t.kind == Tok::Int || t.kind == Tok::Float)
+    return "'" + t.text + "'";
+  if (t.kind == Tok::String)
+    return "\"" + t.text + "\"";
   return tokName(t.kind);
 }
 
-Token Parser::expect(Tok k, const char* context) {
+Token Parser::expect(Tok k, const char *context) {
   if (!is(k)) {
-    if (is(Tok::Error)) throw Abort{}; // the lexer already explained it
-    fail(cur().loc, std::string("expected ") + tokName(k) + " " + context + ", found " + describe(cur()));
+    if (is(Tok::Error))
+      throw Abort{}; // the lexer already explained it
+    fail(cur().loc,
+         std::string("expected ") + tokName(k) + " " + context + ", found " + describe(cur()));
   }
   return take();
 }
@@ -37,30 +42,35 @@ std::unique_ptr<Module> Parser::parseModule(bool requireKernel) {
   auto m = std::make_unique<Module>();
   try {
     while (!is(Tok::Eof)) {
-      if (is(Tok::Error)) throw Abort{};
+      if (is(Tok::Error))
+        throw Abort{};
       if (is(Tok::KwImport)) {
         m->imports.push_back(parseImport());
       } else if (is(Tok::KwDef)) {
         m->functions.push_back(parseFunctionDef());
       } else if (is(Tok::KwKernel)) {
-        if (!requireKernel) fail(cur().loc, "an imported file may only contain 'def' and 'import', found 'kernel'");
+        if (!requireKernel)
+          fail(cur().loc, "an imported file may only contain 'def' and 'import', found 'kernel'");
         m->kernels.push_back(parseKernel());
       } else {
-        fail(cur().loc, std::string(requireKernel ? "expected 'kernel', 'def' or 'import', found " : "expected 'def' or 'import', found ") +
+        fail(cur().loc, std::string(requireKernel ? "expected 'kernel', 'def' or 'import', found "
+                                                  : "expected 'def' or 'import', found ") +
                             describe(cur()));
       }
     }
     if (requireKernel && m->kernels.empty())
       fail(cur().loc, "no kernel in file (expected 'kernel name(...) -> ... { ... }')");
-  } catch (Abort&) {
+  } catch (Abort &) {
     return nullptr;
   }
-  if (diags_.hasErrors()) return nullptr;
+  if (diags_.hasErrors())
+    return nullptr;
   return m;
 }
 
-bool Parser::isBound(const std::string& name) const {
-  return kernelNames_.count(name) || std::find(indexScope_.begin(), indexScope_.end(), name) != indexScope_.end();
+bool Parser::isBound(const std::string &name) const {
+  return kernelNames_.count(name) ||
+         std::find(indexScope_.begin(), indexScope_.end(), name) != indexScope_.end();
 }
 
 Import Parser::parseImport() {
@@ -71,9 +81,12 @@ Import Parser::parseImport() {
     im.spec = t.text;
     im.quoted = true;
     im.loc = t.loc;
-    if (im.spec.empty()) fail(t.loc, "empty import path");
+    if (im.spec.empty())
+      fail(t.loc, "empty import path");
   } else {
-    Token t = expect(Tok::Ident, "or a quoted path after 'import' (as in 'import nn' or 'import \"lib/my.attn\"')");
+    Token t =
+        expect(Tok::Ident,
+               "or a quoted path after 'import' (as in 'import nn' or 'import \"lib/my.attn\"')");
     im.spec = t.text;
     im.loc = t.loc;
   }
@@ -86,7 +99,9 @@ std::unique_ptr<FunctionDef> Parser::parseFunctionDef() {
   Token name = expect(Tok::Ident, "for the function name");
   f->name = name.text;
   f->loc = name.loc;
-  expect(Tok::LParen, ("after the function name '" + f->name + "' (write 'def name(params) = expression')").c_str());
+  expect(Tok::LParen,
+         ("after the function name '" + f->name + "' (write 'def name(params) = expression')")
+             .c_str());
   if (!is(Tok::RParen)) {
     do {
       Token p = expect(Tok::Ident, "for a parameter name");
@@ -142,44 +157,54 @@ std::unique_ptr<Kernel> Parser::parseKernel() {
   k->nameLoc = name.loc;
   expect(Tok::LParen, "after the kernel name");
   if (!is(Tok::RParen)) {
-    do k->inputs.push_back(parseParam(TensorRole::Input));
+    do
+      k->inputs.push_back(parseParam(TensorRole::Input));
     while (accept(Tok::Comma));
   }
   expect(Tok::RParen, "after the kernel inputs");
   expect(Tok::Arrow, "before the kernel outputs");
   if (accept(Tok::LParen)) {
-    do k->outputs.push_back(parseParam(TensorRole::Output));
+    do
+      k->outputs.push_back(parseParam(TensorRole::Output));
     while (accept(Tok::Comma));
     expect(Tok::RParen, "after the kernel outputs");
   } else {
     k->outputs.push_back(parseParam(TensorRole::Output));
   }
-  for (auto* list : {&k->inputs, &k->outputs})
-    for (auto& t : *list) {
+  for (auto *list : {&k->inputs, &k->outputs})
+    for (auto &t : *list) {
       kernelNames_.insert(t->name);
-      for (const DimSpec& d : t->dims) {
-        if (!d.symbol.empty()) kernelNames_.insert(d.symbol);
-        for (const DimFactor& f : d.factors)
-          if (!f.symbol.empty()) kernelNames_.insert(f.symbol);
+      for (const DimSpec &d : t->dims) {
+        if (!d.symbol.empty())
+          kernelNames_.insert(d.symbol);
+        for (const DimFactor &f : d.factors)
+          if (!f.symbol.empty())
+            kernelNames_.insert(f.symbol);
       }
     }
   expect(Tok::LBrace, "to open the kernel body");
   while (!is(Tok::RBrace)) {
-    if (is(Tok::Eof)) fail(cur().loc, "expected '}' to close kernel '" + k->name + "', found end of file");
-    if (accept(Tok::Semi)) continue;
+    if (is(Tok::Eof))
+      fail(cur().loc, "expected '}' to close kernel '" + k->name + "', found end of file");
+    if (accept(Tok::Semi))
+      continue;
     if (is(Tok::KwConst)) {
       parseConsts(*k);
     } else if (is(Tok::KwRequire)) {
       Kernel::Requirement r;
       r.loc = take().loc;
       r.cond = parseExpr();
-      if (accept(Tok::Comma)) r.message = expect(Tok::String, "for the requirement's message").text;
+      if (accept(Tok::Comma))
+        r.message = expect(Tok::String, "for the requirement's message").text;
       k->requirements.push_back(std::move(r));
     } else if (is(Tok::Ident)) {
       k->defs.push_back(parseDefinition());
     } else {
-      if (is(Tok::Error)) throw Abort{};
-      fail(cur().loc, "expected a definition 'name(indices) = expression', 'const' or 'require', found " + describe(cur()));
+      if (is(Tok::Error))
+        throw Abort{};
+      fail(cur().loc,
+           "expected a definition 'name(indices) = expression', 'const' or 'require', found " +
+               describe(cur()));
     }
   }
   expect(Tok::RBrace, "");
@@ -189,14 +214,18 @@ std::unique_ptr<Kernel> Parser::parseKernel() {
 std::unique_ptr<TensorDecl> Parser::parseParam(TensorRole role) {
   auto t = std::make_unique<TensorDecl>();
   t->role = role;
-  Token name = expect(Tok::Ident, role == TensorRole::Input ? "for an input name" : "for an output name");
+  Token name =
+      expect(Tok::Ident, role == TensorRole::Input ? "for an input name" : "for an output name");
   t->name = name.text;
   t->loc = name.loc;
   expect(Tok::Colon, ("after '" + t->name + "' (write 'name: f32[dims]')").c_str());
   Token ty = expect(Tok::Ident, "for the element type");
-  if (ty.text == "f32") t->elemType = ElemType::F32;
-  else if (ty.text == "i32") t->elemType = ElemType::I32;
-  else fail(ty.loc, "unknown element type '" + ty.text + "' (expected f32 or i32)");
+  if (ty.text == "f32")
+    t->elemType = ElemType::F32;
+  else if (ty.text == "i32")
+    t->elemType = ElemType::I32;
+  else
+    fail(ty.loc, "unknown element type '" + ty.text + "' (expected f32 or i32)");
   expect(Tok::LBracket, "to start the dimensions");
   if (!is(Tok::RBracket)) {
     do {
@@ -208,16 +237,20 @@ std::unique_ptr<TensorDecl> Parser::parseParam(TensorRole role) {
         d.value = first.value;
       } else {
         d.factors.push_back(first);
-        while (accept(Tok::Star)) d.factors.push_back(parseDimFactor("after '*' in a dimension"));
+        while (accept(Tok::Star))
+          d.factors.push_back(parseDimFactor("after '*' in a dimension"));
         // Sizes are bound by input dimensions, so an input dimension has to name one size.
         if (role == TensorRole::Input)
-          fail(d.loc, "dimension " + std::to_string(t->dims.size()) + " of input '" + t->name + "' is a product (" + d.str() +
-                          "); input dimensions bind the sizes, so each must be one size name or literal (products are "
+          fail(d.loc, "dimension " + std::to_string(t->dims.size()) + " of input '" + t->name +
+                          "' is a product (" + d.str() +
+                          "); input dimensions bind the sizes, so each must be one size name or "
+                          "literal (products are "
                           "allowed in outputs only)");
         if (d.isStatic()) {
           d.value = 1;
-          for (const DimFactor& f : d.factors)
-            if (__builtin_mul_overflow(d.value, f.value, &d.value)) fail(d.loc, "dimension '" + d.str() + "' is too large");
+          for (const DimFactor &f : d.factors)
+            if (__builtin_mul_overflow(d.value, f.value, &d.value))
+              fail(d.loc, "dimension '" + d.str() + "' is too large");
         }
       }
       t->dims.push_back(d);
@@ -227,7 +260,7 @@ std::unique_ptr<TensorDecl> Parser::parseParam(TensorRole role) {
   return t;
 }
 
-DimFactor Parser::parseDimFactor(const char* context) {
+DimFactor Parser::parseDimFactor(const char *context) {
   DimFactor f;
   f.loc = cur().loc;
   if (is(Tok::Ident)) {
@@ -239,15 +272,18 @@ DimFactor Parser::parseDimFactor(const char* context) {
     } catch (...) {
       fail(v.loc, "dimension '" + v.text + "' is too large");
     }
-    if (f.value <= 0) fail(v.loc, "dimension must be positive, got " + v.text);
+    if (f.value <= 0)
+      fail(v.loc, "dimension must be positive, got " + v.text);
   } else {
-    if (is(Tok::Error)) throw Abort{};
-    fail(cur().loc, std::string("expected a size name or a positive integer ") + context + ", found " + describe(cur()));
+    if (is(Tok::Error))
+      throw Abort{};
+    fail(cur().loc, std::string("expected a size name or a positive integer ") + context +
+                        ", found " + describe(cur()));
   }
   return f;
 }
 
-void Parser::parseConsts(Kernel& k) {
+void Parser::parseConsts(Kernel &k) {
   expect(Tok::KwConst, "");
   do {
     ConstDecl c;
@@ -281,32 +317,41 @@ std::unique_ptr<Definition> Parser::parseDefinition() {
   Token name = take();
   d->name = name.text;
   d->loc = name.loc;
-  expect(Tok::LParen, ("after '" + d->name + "' (a definition is 'name(indices) = expression')").c_str());
+  expect(Tok::LParen,
+         ("after '" + d->name + "' (a definition is 'name(indices) = expression')").c_str());
   if (!is(Tok::RParen)) {
-    do d->indices.push_back(parseIndexDecl(true));
+    do
+      d->indices.push_back(parseIndexDecl(true));
     while (accept(Tok::Comma));
   }
   expect(Tok::RParen, "after the definition's indices");
   expect(Tok::Assign, ("in the definition of '" + d->name + "'").c_str());
-  for (const auto& idx : d->indices) indexScope_.push_back(idx.name);
+  for (const auto &idx : d->indices)
+    indexScope_.push_back(idx.name);
   d->rhs = parseExpr();
   indexScope_.clear();
   kernelNames_.insert(d->name);
   return d;
 }
 
-void Parser::setHeight(Expr& e) {
+void Parser::setHeight(Expr &e) {
   int h = 0;
-  for (const auto& a : e.args) h = std::max(h, a->depth);
-  if (e.body) h = std::max(h, e.body->depth);
-  if (e.where) h = std::max(h, e.where->depth);
+  for (const auto &a : e.args)
+    h = std::max(h, a->depth);
+  if (e.body)
+    h = std::max(h, e.body->depth);
+  if (e.where)
+    h = std::max(h, e.where->depth);
   e.depth = h + 1;
   if (e.depth > kMaxTreeHeight)
-    fail(e.loc, "expression is too deeply nested or too long (more than " + std::to_string(kMaxTreeHeight) + " levels)");
+    fail(e.loc, "expression is too deeply nested or too long (more than " +
+                    std::to_string(kMaxTreeHeight) + " levels)");
 }
 
 ExprPtr Parser::parseExpr() {
-  if (++depth_ > kMaxDepth) fail(cur().loc, "expression is nested too deeply (more than " + std::to_string(kMaxDepth) + " levels)");
+  if (++depth_ > kMaxDepth)
+    fail(cur().loc,
+         "expression is nested too deeply (more than " + std::to_string(kMaxDepth) + " levels)");
   ExprPtr e = parseBinary(0);
   --depth_;
   return e;
@@ -315,17 +360,32 @@ ExprPtr Parser::parseExpr() {
 // Precedence levels, loosest first: || ; && ; comparisons ; + - ; * / %.
 static int binaryLevel(Tok t) {
   switch (t) {
-  case Tok::OrOr: return 0;
-  case Tok::AndAnd: return 1;
-  case Tok::Lt: case Tok::Le: case Tok::Gt: case Tok::Ge: case Tok::EqEq: case Tok::Ne: return 2;
-  case Tok::Plus: case Tok::Minus: return 3;
-  case Tok::Star: case Tok::Slash: case Tok::Percent: return 4;
-  default: return -1;
+  case Tok::OrOr:
+    return 0;
+  case Tok::AndAnd:
+    return 1;
+  case Tok::Lt:
+  case Tok::Le:
+  case Tok::Gt:
+  case Tok::Ge:
+  case Tok::EqEq:
+  case Tok::Ne:
+    return 2;
+  case Tok::Plus:
+  case Tok::Minus:
+    return 3;
+  case Tok::Star:
+  case Tok::Slash:
+  case Tok::Percent:
+    return 4;
+  default:
+    return -1;
   }
 }
 
 ExprPtr Parser::parseBinary(int level) {
-  if (level > 4) return parseUnary();
+  if (level > 4)
+    return parseUnary();
   ExprPtr lhs = parseBinary(level + 1);
   while (binaryLevel(cur().kind) == level) {
     Token op = take();
@@ -343,7 +403,9 @@ ExprPtr Parser::parseBinary(int level) {
 }
 
 ExprPtr Parser::parseUnary() {
-  if (++depth_ > kMaxDepth) fail(cur().loc, "expression is nested too deeply (more than " + std::to_string(kMaxDepth) + " levels)");
+  if (++depth_ > kMaxDepth)
+    fail(cur().loc,
+         "expression is nested too deeply (more than " + std::to_string(kMaxDepth) + " levels)");
   ExprPtr r;
   if (is(Tok::Minus) || is(Tok::Bang)) {
     Token op = take();
@@ -368,26 +430,33 @@ ExprPtr Parser::parseUnary() {
 // `sum(...)` always starts a reduction. `max(...)`/`min(...)` do when the parentheses hold only
 // index declarations and an operand follows, so `max(a, b)` stays the elementwise function.
 bool Parser::looksLikeReduction() const {
-  if (!is(Tok::Ident) || peekTok(1).kind != Tok::LParen) return false;
-  const std::string& n = cur().text;
-  if (n == "sum" || n == "mean") return true;
-  if (n != "max" && n != "min") return false;
+  if (!is(Tok::Ident) || peekTok(1).kind != Tok::LParen)
+    return false;
+  const std::string &n = cur().text;
+  if (n == "sum" || n == "mean")
+    return true;
+  if (n != "max" && n != "min")
+    return false;
   size_t i = 2;
   // `min(j) x` with a single name is a reduction even if j is bound (the elementwise min takes two
   // arguments); Sema then reports the shadowed index.
   if (peekTok(2).kind == Tok::Ident && peekTok(3).kind == Tok::RParen) {
     Tok after = peekTok(4).kind;
-    if (after == Tok::Ident || after == Tok::Int || after == Tok::Float || after == Tok::LParen) return true;
+    if (after == Tok::Ident || after == Tok::Int || after == Tok::Float || after == Tok::LParen)
+      return true;
   }
   for (;;) {
-    if (peekTok(i).kind != Tok::Ident || isBound(peekTok(i).text)) return false;
+    if (peekTok(i).kind != Tok::Ident || isBound(peekTok(i).text))
+      return false;
     ++i;
-    if (peekTok(i).kind == Tok::KwIn) return true; // only index declarations take ranges
+    if (peekTok(i).kind == Tok::KwIn)
+      return true; // only index declarations take ranges
     if (peekTok(i).kind == Tok::Comma) {
       ++i;
       continue;
     }
-    if (peekTok(i).kind != Tok::RParen) return false;
+    if (peekTok(i).kind != Tok::RParen)
+      return false;
     Tok after = peekTok(i + 1).kind;
     return after == Tok::Ident || after == Tok::Int || after == Tok::Float || after == Tok::LParen;
   }
@@ -402,12 +471,15 @@ ExprPtr Parser::parseReduction() {
                   : kw.text == "max"  ? ReduceKind::Max
                                       : ReduceKind::Min;
   expect(Tok::LParen, "after the reduction");
-  if (is(Tok::RParen)) fail(cur().loc, "a reduction needs at least one index, as in 'sum(j) ...'");
-  do r->reduceIndices.push_back(parseIndexDecl(true));
+  if (is(Tok::RParen))
+    fail(cur().loc, "a reduction needs at least one index, as in 'sum(j) ...'");
+  do
+    r->reduceIndices.push_back(parseIndexDecl(true));
   while (accept(Tok::Comma));
   expect(Tok::RParen, "after the reduction indices");
   size_t depth = indexScope_.size();
-  for (const auto& idx : r->reduceIndices) indexScope_.push_back(idx.name);
+  for (const auto &idx : r->reduceIndices)
+    indexScope_.push_back(idx.name);
   r->body = parseExpr();
   indexScope_.resize(depth);
   setHeight(*r);
@@ -419,13 +491,15 @@ ExprPtr Parser::parseSoftmax() {
   auto s = std::make_unique<Expr>(ExprKind::Softmax, kw.loc);
   s->name = "softmax";
   expect(Tok::LParen, "after 'softmax'");
-  if (is(Tok::RParen)) fail(cur().loc, "softmax needs at least one index, as in 'softmax(j) ...'");
+  if (is(Tok::RParen))
+    fail(cur().loc, "softmax needs at least one index, as in 'softmax(j) ...'");
   do {
     Token ax = expect(Tok::Ident, "for a softmax index");
     s->softmaxAxes.push_back(ax.text);
     s->softmaxAxisLocs.push_back(ax.loc);
   } while (accept(Tok::Comma));
-  if (accept(Tok::KwWhere)) s->where = parseExpr();
+  if (accept(Tok::KwWhere))
+    s->where = parseExpr();
   expect(Tok::RParen, "after the softmax indices");
   s->body = parseExpr();
   setHeight(*s);
@@ -433,7 +507,7 @@ ExprPtr Parser::parseSoftmax() {
 }
 
 ExprPtr Parser::parsePrimary() {
-  const Token& t = cur();
+  const Token &t = cur();
   switch (t.kind) {
   case Tok::Int:
   case Tok::Float: {
@@ -445,7 +519,8 @@ ExprPtr Parser::parsePrimary() {
     } catch (...) {
       fail(n.loc, "number '" + n.text + "' is out of range");
     }
-    if (e->isIntLiteral && e->number > 2147483647.0) fail(n.loc, "integer '" + n.text + "' does not fit in 32 bits");
+    if (e->isIntLiteral && e->number > 2147483647.0)
+      fail(n.loc, "integer '" + n.text + "' does not fit in 32 bits");
     return e;
   }
   case Tok::Ident: {
@@ -456,8 +531,11 @@ ExprPtr Parser::parsePrimary() {
       take();
       Token mode = take();
       if (mode.text != "zero" && mode.text != "clamp" && mode.text != "exclude")
-        fail(mode.loc, "unknown boundary mode '" + mode.text + "' (expected zero, clamp or exclude)");
-      if (!is(Tok::LParen)) fail(cur().loc, "expected '(' after '" + n.text + "." + mode.text + "', found " + describe(cur()));
+        fail(mode.loc,
+             "unknown boundary mode '" + mode.text + "' (expected zero, clamp or exclude)");
+      if (!is(Tok::LParen))
+        fail(cur().loc,
+             "expected '(' after '" + n.text + "." + mode.text + "', found " + describe(cur()));
       boundary = mode.text;
     }
     if (!is(Tok::LParen)) {
@@ -471,7 +549,8 @@ ExprPtr Parser::parsePrimary() {
     e->name = n.text;
     e->boundary = boundary;
     if (!is(Tok::RParen)) {
-      do e->args.push_back(parseExpr());
+      do
+        e->args.push_back(parseExpr());
       while (accept(Tok::Comma));
     }
     expect(Tok::RParen, ("to close the arguments of '" + n.text + "'").c_str());
@@ -484,8 +563,10 @@ ExprPtr Parser::parsePrimary() {
     expect(Tok::RParen, "to close '('");
     return e;
   }
-  case Tok::Error: throw Abort{};
-  default: fail(t.loc, "expected an expression, found " + describe(t));
+  case Tok::Error:
+    throw Abort{};
+  default:
+    fail(t.loc, "expected an expression, found " + describe(t));
   }
 }
 

@@ -1,4 +1,5 @@
-// What the signal handlers remove (output.cpp's registry), shared with signals.cpp; private to attnc_runtime.
+// What the signal handlers remove (output.cpp's registry), shared with signals.cpp; private to
+// attnc_runtime.
 #pragma once
 
 #include <atomic>
@@ -9,7 +10,7 @@ namespace attnc::detail {
 // Registers a temporary file ('f') or directory ('d') for removal on a signal; returns its slot,
 // or -1 when the registry is full (the path is then not removed on a signal, the worst that
 // happens).
-int track(const std::string& path, char kind);
+int track(const std::string &path, char kind);
 void untrack(int slot);
 // Frees the slots of directories that no longer exist (ones Halide made and removed itself).
 void untrack_removed_dirs();
@@ -25,4 +26,4 @@ extern std::atomic<int> g_pending;
 // Set while TempDir calls mkdtemp: it registers its directory itself.
 extern thread_local bool t_own_temp_dir;
 
-}  // namespace attnc::detail
+} // namespace attnc::detail

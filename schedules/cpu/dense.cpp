@@ -14,16 +14,16 @@ public:
   std::string name() const override { return "cpu-dense"; }
   int priority() const override { return 10; }
 
-  bool applies(const LoweredKernel& k, const H::Target& t) const override {
+  bool applies(const LoweredKernel &k, const H::Target &t) const override {
     DensePattern p;
-    return !t.has_gpu_feature() && findDensePattern(const_cast<LoweredKernel&>(k), &p);
+    return !t.has_gpu_feature() && findDensePattern(const_cast<LoweredKernel &>(k), &p);
   }
 
-  std::vector<Knob> knobs(const LoweredKernel&, const H::Target&) const override {
+  std::vector<Knob> knobs(const LoweredKernel &, const H::Target &) const override {
     return {{"dense.rows", {2, 4, 8}, 4}, {"dense.key_vectors", {1, 2, 4, 8}, 4}};
   }
 
-  void apply(LoweredKernel& k, const H::Target& t, const ScheduleParams& params) const override {
+  void apply(LoweredKernel &k, const H::Target &t, const ScheduleParams &params) const override {
     DensePattern pat;
     findDensePattern(k, &pat);
     const int vec = t.natural_vector_size<float>();
@@ -32,7 +32,7 @@ public:
     const int rows = params.get("dense.rows", 4);
     const int keyBlock = params.get("dense.key_vectors", 4) * vec;
 
-    LoweredFunc& O = *pat.out;
+    LoweredFunc &O = *pat.out;
     const size_t n = O.vars.size();
     H::Var i = O.vars[n - 2], e = O.vars[n - 1];
     H::RVar j = O.rvars[0];
@@ -41,7 +41,8 @@ public:
     // Batch-like outer indices (b, h, ...) fuse into one parallel loop: B*H heads are plenty of
     // parallelism for a 2-16 core CPU and keep each head's K/V in one core's cache.
     auto fuseBatch = [&](H::Stage st) {
-      if (n == 2) return;
+      if (n == 2)
+        return;
       H::Var fused = O.vars[n - 3];
       for (int b = (int)n - 4; b >= 0; --b) {
         H::Var next("fused_" + O.vars[b].name());
@@ -54,7 +55,8 @@ public:
 
     H::Func o = O.func;
     H::Stage init = o;
-    init.split(i, io, ii, rows, H::TailStrategy::GuardWithIf).vectorize(e, vec, H::TailStrategy::GuardWithIf);
+    init.split(i, io, ii, rows, H::TailStrategy::GuardWithIf)
+        .vectorize(e, vec, H::TailStrategy::GuardWithIf);
     fuseBatch(init);
     H::Stage upd = o.update();
     upd.split(i, io, ii, rows, H::TailStrategy::GuardWithIf)
@@ -67,15 +69,16 @@ public:
 
     // Scores for one tile of query rows against every key (under a mask bound, every key that
     // one of its rows may see).
-    LoweredFunc& S = *pat.score;
+    LoweredFunc &S = *pat.score;
     H::Var si = S.vars[n - 2], sj = S.vars[n - 1];
     H::RVar d = S.rvars[0];
     H::Var jo("jo"), ji("ji");
     S.func.compute_at(tile).vectorize(sj, vec, H::TailStrategy::GuardWithIf);
     H::Stage su = S.func.update();
     su.split(sj, jo, ji, keyBlock, H::TailStrategy::GuardWithIf);
-    const bool bounded = O.maskBounded || std::any_of(pat.softmax.begin(), pat.softmax.end(),
-                                                      [](const LoweredFunc* f) { return f->maskBounded; });
+    const bool bounded =
+        O.maskBounded || std::any_of(pat.softmax.begin(), pat.softmax.end(),
+                                     [](const LoweredFunc *f) { return f->maskBounded; });
     if (!bounded) {
       su.reorder(ji, si, d, jo).vectorize(ji, vec).unroll(si);
     } else {
@@ -92,22 +95,29 @@ public:
           .partition(jo, H::Partition::Always);
     }
     // K is read along the key axis; a per-head transposed copy makes those reads contiguous.
-    for (KernelParam& in : k.inputs) {
-      if (in.name != pat.keyInput) continue;
+    for (KernelParam &in : k.inputs) {
+      if (in.name != pat.keyInput)
+        continue;
       H::Func kT = in.param.in(S.func);
       std::vector<H::Var> a = kT.args();
       std::swap(a[0], a[1]);
-      kT.compute_at(o, n > 2 ? batch : io).reorder_storage(a).reorder(std::vector<H::VarOrRVar>(a.begin(), a.end())).vectorize(a[0], vec, H::TailStrategy::GuardWithIf);
+      kT.compute_at(o, n > 2 ? batch : io)
+          .reorder_storage(a)
+          .reorder(std::vector<H::VarOrRVar>(a.begin(), a.end()))
+          .vectorize(a[0], vec, H::TailStrategy::GuardWithIf);
     }
 
-    for (LoweredFunc* f : pat.softmax) {
+    for (LoweredFunc *f : pat.softmax) {
       switch (f->role) {
       case FuncRole::SoftmaxMax:
-      case FuncRole::SoftmaxSum: f->func.compute_at(tile); break;
+      case FuncRole::SoftmaxSum:
+        f->func.compute_at(tile);
+        break;
       case FuncRole::SoftmaxExp:
         f->func.compute_at(tile).vectorize(f->vars.back(), vec, H::TailStrategy::GuardWithIf);
         break;
-      default: break; // scores and probabilities are inlined into their consumers
+      default:
+        break; // scores and probabilities are inlined into their consumers
       }
     }
   }

@@ -1,4 +1,5 @@
-// Generic CPU schedule: any kernel; every non-trivial Func computed at root, parallel and vectorized.
+// Generic CPU schedule: any kernel; every non-trivial Func computed at root, parallel and
+// vectorized.
 #include "attnc/Schedule.h"
 
 #include <set>
@@ -11,21 +12,22 @@ namespace H = Halide;
 // The calls (to Funcs and inputs) in an expression, with their arguments.
 class CallsIn : public H::Internal::IRVisitor {
 public:
-  std::vector<const H::Internal::Call*> calls;
+  std::vector<const H::Internal::Call *> calls;
 
 private:
   using H::Internal::IRVisitor::visit;
-  void visit(const H::Internal::Call* c) override {
-    if (c->call_type == H::Internal::Call::Halide || c->call_type == H::Internal::Call::Image) calls.push_back(c);
+  void visit(const H::Internal::Call *c) override {
+    if (c->call_type == H::Internal::Call::Halide || c->call_type == H::Internal::Call::Image)
+      calls.push_back(c);
     H::Internal::IRVisitor::visit(c);
   }
 };
 
-bool usesVar(const H::Expr& e, const std::string& v) { return H::Internal::expr_uses_var(e, v); }
+bool usesVar(const H::Expr &e, const std::string &v) { return H::Internal::expr_uses_var(e, v); }
 
 // Rows of a contraction's register block: with 32 vector registers (AVX-512) 8 rows x 2 vectors
 // of accumulators fit beside the operands; with 16, 4 rows.
-int defaultGemmRows(const H::Target& t) { return t.natural_vector_size<float>() >= 16 ? 8 : 4; }
+int defaultGemmRows(const H::Target &t) { return t.natural_vector_size<float>() >= 16 ? 8 : 4; }
 
 // A sum whose body multiplies reads (a projection, a 1x1 convolution, a linear layer) as a
 // register-blocked GEMM: `rows` values of an index that the vectorised operand does not use (a
@@ -35,9 +37,10 @@ int defaultGemmRows(const H::Target& t) { return t.natural_vector_size<float>() 
 // Returns false (nothing scheduled) when the sum has no such shape. Measured on msda's qkv and
 // output projections (B1 56x56 C72, 2-core Zen 4): the plain generic nest gathered the weights
 // along the output channels.
-bool scheduleContraction(LoweredFunc& f, const H::Target& t, const ScheduleParams& params, LoweredKernel* k) {
-  if (f.role != FuncRole::Reduction || f.reduceKind != "sum" || f.maskBounded || f.func.num_update_definitions() != 1 ||
-      f.vars.size() < 2 || f.rvars.empty())
+bool scheduleContraction(LoweredFunc &f, const H::Target &t, const ScheduleParams &params,
+                         LoweredKernel *k) {
+  if (f.role != FuncRole::Reduction || f.reduceKind != "sum" || f.maskBounded ||
+      f.func.num_update_definitions() != 1 || f.vars.size() < 2 || f.rvars.empty())
     return false;
   const H::Expr value = f.func.update_value(0);
   CallsIn ci;
@@ -47,29 +50,39 @@ bool scheduleContraction(LoweredFunc& f, const H::Target& t, const ScheduleParam
   int u = -1;
   for (int i = (int)f.vars.size() - 2; i >= 0 && u < 0; --i) {
     bool free = true, used = false;
-    for (const H::Internal::Call* c : ci.calls) {
-      if (c->name == f.func.name()) continue;
+    for (const H::Internal::Call *c : ci.calls) {
+      if (c->name == f.func.name())
+        continue;
       bool withV = false, withU = false;
-      for (const H::Expr& a : c->args) withV |= usesVar(a, v), withU |= usesVar(a, f.vars[i].name());
-      if (withV && withU) free = false;
+      for (const H::Expr &a : c->args)
+        withV |= usesVar(a, v), withU |= usesVar(a, f.vars[i].name());
+      if (withV && withU)
+        free = false;
       used |= withU;
     }
-    if (free && used) u = i;
+    if (free && used)
+      u = i;
   }
-  if (u < 0) return false;
+  if (u < 0)
+    return false;
   const int vec = t.natural_vector_size<float>() * params.get("generic.vector_mult", 1);
   const int rows = params.get("generic.gemm_rows", defaultGemmRows(t));
   const int vecs = params.get("generic.gemm_vectors", 2);
   if (k) {
-    for (const H::Internal::Call* c : ci.calls) {
-      if (c->args.size() < 2) continue;
+    for (const H::Internal::Call *c : ci.calls) {
+      if (c->args.size() < 2)
+        continue;
       bool rInner = false;
-      for (const H::RVar& r : f.rvars) rInner |= usesVar(c->args[0], r.name());
-      if (!rInner || usesVar(c->args[0], v)) continue;
-      for (KernelParam& p : k->inputs) {
-        if (c->name != p.param.name() && c->name != H::Func(p.param).name()) continue;
+      for (const H::RVar &r : f.rvars)
+        rInner |= usesVar(c->args[0], r.name());
+      if (!rInner || usesVar(c->args[0], v))
+        continue;
+      for (KernelParam &p : k->inputs) {
+        if (c->name != p.param.name() && c->name != H::Func(p.param).name())
+          continue;
         for (size_t a = 1; a < c->args.size(); ++a) {
-          if (!usesVar(c->args[a], v)) continue;
+          if (!usesVar(c->args[a], v))
+            continue;
           H::Func wt = p.param.in(f.func);
           std::vector<H::Var> st = wt.args();
           std::swap(st[0], st[a]);
@@ -78,13 +91,19 @@ bool scheduleContraction(LoweredFunc& f, const H::Target& t, const ScheduleParam
           // registers; element by element the strided reads were gathers (ViT-B's output
           // projection weight: 2.3 ms per call on a Zen 5 core, as long as the projection).
           const int tv = t.natural_vector_size<float>();
-          H::Var xo(wt.name() + "_xo"), yo(wt.name() + "_yo"), xi(wt.name() + "_xi"), yi(wt.name() + "_yi");
+          H::Var xo(wt.name() + "_xo"), yo(wt.name() + "_yo"), xi(wt.name() + "_xi"),
+              yi(wt.name() + "_yi");
           // The tile spans the copy's innermost index and the source's (now at position a).
           std::vector<H::VarOrRVar> order{xi, yi, xo, yo};
           for (size_t j = 1; j < st.size(); ++j)
-            if (j != a) order.push_back(st[j]);
-          wt.compute_root().reorder_storage(st).tile(st[0], st[a], xo, yo, xi, yi, tv, tv, H::TailStrategy::GuardWithIf)
-              .reorder(order).vectorize(xi).unroll(yi);
+            if (j != a)
+              order.push_back(st[j]);
+          wt.compute_root()
+              .reorder_storage(st)
+              .tile(st[0], st[a], xo, yo, xi, yi, tv, tv, H::TailStrategy::GuardWithIf)
+              .reorder(order)
+              .vectorize(xi)
+              .unroll(yi);
           wt.parallel(H::VarOrRVar(order.back()));
           break;
         }
@@ -96,11 +115,14 @@ bool scheduleContraction(LoweredFunc& f, const H::Target& t, const ScheduleParam
   // The loops over blocks, innermost first: vo, the indices between v and u, uo, then the rest.
   auto blockLoops = [&](bool withBlocks) {
     std::vector<H::VarOrRVar> outer;
-    for (int i = (int)f.vars.size() - 2; i >= 0; --i) outer.push_back(i == u ? H::VarOrRVar(uo) : H::VarOrRVar(f.vars[i]));
-    if (withBlocks) outer.insert(outer.begin(), vo);
+    for (int i = (int)f.vars.size() - 2; i >= 0; --i)
+      outer.push_back(i == u ? H::VarOrRVar(uo) : H::VarOrRVar(f.vars[i]));
+    if (withBlocks)
+      outer.insert(outer.begin(), vo);
     return outer;
   };
-  auto parallelOuter = [&](H::Stage st, const std::vector<H::VarOrRVar>& outer, const std::string& tag) {
+  auto parallelOuter = [&](H::Stage st, const std::vector<H::VarOrRVar> &outer,
+                           const std::string &tag) {
     if (outer.size() >= 3) {
       H::Var par(f.name + tag);
       st.fuse(outer[outer.size() - 2], outer.back(), par).parallel(par);
@@ -122,36 +144,52 @@ bool scheduleContraction(LoweredFunc& f, const H::Target& t, const ScheduleParam
     std::vector<H::VarOrRVar> order{vi, ui};
     std::vector<H::VarOrRVar> outer = blockLoops(true);
     order.insert(order.end(), outer.begin(), outer.end());
-    res.split(vv, vo, vi, vec * vecs, H::TailStrategy::GuardWithIf).split(uv, uo, ui, rows, H::TailStrategy::GuardWithIf)
-        .reorder(order).vectorize(vi, vec, H::TailStrategy::GuardWithIf).unroll(ui);
+    res.split(vv, vo, vi, vec * vecs, H::TailStrategy::GuardWithIf)
+        .split(uv, uo, ui, rows, H::TailStrategy::GuardWithIf)
+        .reorder(order)
+        .vectorize(vi, vec, H::TailStrategy::GuardWithIf)
+        .unroll(ui);
     parallelOuter(H::Stage(res), outer, "_par");
     // Storage of constant size (the last block may be narrower): a stack array, not the heap.
     // (The rows' outer loop, one trip per block, goes outside the reduction: inside it, LLVM
     // could not keep the accumulators in registers across the reduction's steps.)
     H::Var bo(f.name + "_bo"), bi(f.name + "_bi"), ro(f.name + "_ro"), ri(f.name + "_ri");
-    f.func.compute_at(res, vo).bound_storage(vv, vec * vecs).bound_storage(uv, rows)
-        .vectorize(vv, vec, H::TailStrategy::GuardWithIf).unroll(uv, rows, H::TailStrategy::GuardWithIf);
+    f.func.compute_at(res, vo)
+        .bound_storage(vv, vec * vecs)
+        .bound_storage(uv, rows)
+        .vectorize(vv, vec, H::TailStrategy::GuardWithIf)
+        .unroll(uv, rows, H::TailStrategy::GuardWithIf);
     std::vector<H::VarOrRVar> uorder{bi, bo, ri};
-    for (const H::RVar& r : f.rvars) uorder.push_back(r);
+    for (const H::RVar &r : f.rvars)
+      uorder.push_back(r);
     uorder.push_back(ro);
     for (int i = (int)f.vars.size() - 2; i >= 0; --i)
-      if (i != u) uorder.push_back(f.vars[i]);
-    f.func.update().split(vv, bo, bi, vec, H::TailStrategy::GuardWithIf).split(uv, ro, ri, rows, H::TailStrategy::GuardWithIf)
-        .reorder(uorder).vectorize(bi).unroll(bo).unroll(ri);
+      if (i != u)
+        uorder.push_back(f.vars[i]);
+    f.func.update()
+        .split(vv, bo, bi, vec, H::TailStrategy::GuardWithIf)
+        .split(uv, ro, ri, rows, H::TailStrategy::GuardWithIf)
+        .reorder(uorder)
+        .vectorize(bi)
+        .unroll(bo)
+        .unroll(ri);
     return true;
   }
   // An output: blocked in place (its buffer is the caller's).
   H::Stage init(f.func);
   init.vectorize(vv, vec, H::TailStrategy::GuardWithIf);
   H::Stage up = f.func.update();
-  up.split(vv, vo, vi, vec, H::TailStrategy::GuardWithIf).split(uv, uo, ui, rows, H::TailStrategy::GuardWithIf);
+  up.split(vv, vo, vi, vec, H::TailStrategy::GuardWithIf)
+      .split(uv, uo, ui, rows, H::TailStrategy::GuardWithIf);
   std::vector<H::VarOrRVar> order{vi, ui};
-  for (const H::RVar& r : f.rvars) order.push_back(r);
+  for (const H::RVar &r : f.rvars)
+    order.push_back(r);
   std::vector<H::VarOrRVar> outer = blockLoops(true);
   order.insert(order.end(), outer.begin(), outer.end());
   up.reorder(order).vectorize(vi).unroll(ui);
   parallelOuter(up, outer, "_par");
-  if (f.vars.size() == 2) init.parallel(f.vars.front());
+  if (f.vars.size() == 2)
+    init.parallel(f.vars.front());
   else {
     H::Var par(f.name + "_ipar");
     init.fuse(f.vars[1], f.vars[0], par).parallel(par);
@@ -163,17 +201,22 @@ class CpuGenericRule : public ScheduleRule {
 public:
   std::string name() const override { return "cpu-generic"; }
   int priority() const override { return 0; }
-  bool applies(const LoweredKernel&, const H::Target& t) const override { return !t.has_gpu_feature(); }
-  std::vector<Knob> knobs(const LoweredKernel&, const H::Target& t) const override { return genericKnobs(t); }
+  bool applies(const LoweredKernel &, const H::Target &t) const override {
+    return !t.has_gpu_feature();
+  }
+  std::vector<Knob> knobs(const LoweredKernel &, const H::Target &t) const override {
+    return genericKnobs(t);
+  }
 
-  void apply(LoweredKernel& k, const H::Target& t, const ScheduleParams& params) const override {
-    for (LoweredFunc& f : k.funcs) scheduleGenericFunc(f, t, params, &k);
+  void apply(LoweredKernel &k, const H::Target &t, const ScheduleParams &params) const override {
+    for (LoweredFunc &f : k.funcs)
+      scheduleGenericFunc(f, t, params, &k);
   }
 };
 
 } // namespace
 
-std::vector<Knob> genericKnobs(const H::Target& t) {
+std::vector<Knob> genericKnobs(const H::Target &t) {
   // Vectors per innermost step (more independent accumulators for reductions), and how many
   // outer loops are fused into the parallel one (more tasks, or fewer and larger).
   // Rows and vectors per register block of a contraction (projections).
@@ -183,22 +226,27 @@ std::vector<Knob> genericKnobs(const H::Target& t) {
           {"generic.gemm_vectors", {1, 2, 4}, 2}};
 }
 
-bool genericSchedules(const LoweredFunc& f) {
+bool genericSchedules(const LoweredFunc &f) {
   // Pointwise helpers (scores, scaled values) are cheapest inlined into their consumers;
   // reductions and softmax statistics are reused across a whole row, so they get storage.
-  return f.isOutput || f.role == FuncRole::Reduction || f.role == FuncRole::SoftmaxMax || f.role == FuncRole::SoftmaxSum ||
-         f.role == FuncRole::SoftmaxExp;
+  return f.isOutput || f.role == FuncRole::Reduction || f.role == FuncRole::SoftmaxMax ||
+         f.role == FuncRole::SoftmaxSum || f.role == FuncRole::SoftmaxExp;
 }
 
-void scheduleGenericFunc(LoweredFunc& f, const H::Target& t, const ScheduleParams& params, LoweredKernel* k) {
+void scheduleGenericFunc(LoweredFunc &f, const H::Target &t, const ScheduleParams &params,
+                         LoweredKernel *k) {
   const int vec = t.natural_vector_size<float>() * params.get("generic.vector_mult", 1);
   const int fuseLoops = params.get("generic.parallel_fuse", 3);
-  if (!genericSchedules(f)) return;
-  if (scheduleContraction(f, t, params, k)) return;
-  if (!f.isOutput) f.func.compute_root();
+  if (!genericSchedules(f))
+    return;
+  if (scheduleContraction(f, t, params, k))
+    return;
+  if (!f.isOutput)
+    f.func.compute_root();
   for (int s = 0; s <= f.func.num_update_definitions(); ++s) {
     H::Stage st = s == 0 ? H::Stage(f.func) : f.func.update(s - 1);
-    if (f.vars.empty()) continue;
+    if (f.vars.empty())
+      continue;
     // DSL order is outermost first: vectorize the innermost index and run the outer ones in
     // parallel, fused so that a batch of 1 (the usual inference case) still fills the cores.
     st.vectorize(f.vars.back(), vec, H::TailStrategy::GuardWithIf);

@@ -7,13 +7,12 @@
 // (Deformable DETR encoder: B=1, Q=20097, M=8, D=32, L=4, P=4), one thread, minimum CPU time
 // over 30 runs while the machine was shared (differences under ~10% are noise). With the sum as
 // the kernel's output ([B, Q, M, D]):
-//   cpu-generic (16-wide d vectors outside the point loops, coordinates computed per vector)  108 ms
-//   this rule                                                                                   70 ms
-//   the same with 16-wide vectors (coordinates computed twice per point)                      101 ms
-//   the same with p and l swapped (l-invariant shapes/start loads hoisted out of p)             66 ms
-//   the same with the P loop unrolled by 4                                                      85 ms
-//   the same with the heads outside the queries (one head's slice of value in L2)              137 ms
-//   the same with every location at one point (everything in L1: the compute alone)            36 ms
+//   cpu-generic (16-wide d vectors outside the point loops, coordinates computed per vector)  108
+//   ms this rule 70 ms the same with 16-wide vectors (coordinates computed twice per point) 101 ms
+//   the same with p and l swapped (l-invariant shapes/start loads hoisted out of p)             66
+//   ms the same with the P loop unrolled by 4 85 ms the same with the heads outside the queries
+//   (one head's slice of value in L2)              137 ms the same with every location at one point
+//   (everything in L1: the compute alone)            36 ms
 // About half the time is waiting for the four corner reads (perf: most samples on the first
 // vector load of a point); the rest is the ~100 scalar instructions per point that compute the
 // coordinates, bounds and clamped indices. The p/l swap is not taken: it changes the order of
@@ -43,25 +42,28 @@ struct Taint {
 
 class TaintOf : public HI::IRVisitor {
 public:
-  TaintOf(const std::map<std::string, Taint>& lets, const std::set<std::string>& rvars) : lets_(lets), rvars_(rvars) {}
+  TaintOf(const std::map<std::string, Taint> &lets, const std::set<std::string> &rvars)
+      : lets_(lets), rvars_(rvars) {}
   Taint t;
 
 private:
   using HI::IRVisitor::visit;
-  void visit(const HI::Cast* c) override {
-    if (c->type.is_int_or_uint() && c->value.type().is_float()) t.fromFloat = true;
+  void visit(const HI::Cast *c) override {
+    if (c->type.is_int_or_uint() && c->value.type().is_float())
+      t.fromFloat = true;
     HI::IRVisitor::visit(c);
   }
-  void visit(const HI::Variable* v) override {
+  void visit(const HI::Variable *v) override {
     auto it = lets_.find(v->name);
     if (it != lets_.end()) {
       t.fromFloat |= it->second.fromFloat;
       t.usesRVar |= it->second.usesRVar;
     }
-    if (rvars_.count(v->name)) t.usesRVar = true;
+    if (rvars_.count(v->name))
+      t.usesRVar = true;
   }
-  const std::map<std::string, Taint>& lets_;
-  const std::set<std::string>& rvars_;
+  const std::map<std::string, Taint> &lets_;
+  const std::set<std::string> &rvars_;
 };
 
 // The reads (of kernel inputs or Funcs) whose coordinates are computed from data, and for a
@@ -70,37 +72,42 @@ private:
 // index (the channel d) reads consecutive memory at every gathered position.
 class GatherFinder : public HI::IRVisitor {
 public:
-  GatherFinder(std::set<std::string> rvars, std::string inner) : rvars_(std::move(rvars)), inner_(std::move(inner)) {}
+  GatherFinder(std::set<std::string> rvars, std::string inner)
+      : rvars_(std::move(rvars)), inner_(std::move(inner)) {}
   int gathers = 0;
   int contiguous = 0;
 
 private:
   using HI::IRVisitor::visit;
-  Taint taint(const H::Expr& e) const {
+  Taint taint(const H::Expr &e) const {
     TaintOf v(lets_, rvars_);
     e.accept(&v);
     return v.t;
   }
-  void visit(const HI::Let* l) override {
+  void visit(const HI::Let *l) override {
     l->value.accept(this);
     std::optional<Taint> shadowed;
-    if (auto it = lets_.find(l->name); it != lets_.end()) shadowed = it->second;
+    if (auto it = lets_.find(l->name); it != lets_.end())
+      shadowed = it->second;
     lets_[l->name] = taint(l->value);
     l->body.accept(this);
-    if (shadowed) lets_[l->name] = *shadowed;
-    else lets_.erase(l->name);
+    if (shadowed)
+      lets_[l->name] = *shadowed;
+    else
+      lets_.erase(l->name);
   }
-  void visit(const HI::Call* c) override {
+  void visit(const HI::Call *c) override {
     if (c->call_type == HI::Call::Halide || c->call_type == HI::Call::Image) {
       bool gather = false;
-      for (const H::Expr& a : c->args) {
+      for (const H::Expr &a : c->args) {
         Taint t = taint(a);
         gather |= t.fromFloat && (rvars_.empty() || t.usesRVar);
       }
       if (gather) {
         ++gathers;
-        const HI::Variable* v = c->args.empty() ? nullptr : c->args[0].as<HI::Variable>();
-        if (v && v->name == inner_) ++contiguous;
+        const HI::Variable *v = c->args.empty() ? nullptr : c->args[0].as<HI::Variable>();
+        if (v && v->name == inner_)
+          ++contiguous;
       }
     }
     HI::IRVisitor::visit(c);
@@ -113,16 +120,20 @@ private:
 // A sampling Func: a sum over sampling points (one update) or a pointwise sample, whose gathers
 // all read along the Func's innermost index. Dense and windowed kernels index with integer
 // arithmetic on their indices only, so they never match.
-bool isSampling(const LoweredFunc& f) {
-  if (f.vars.size() < 2) return false;
+bool isSampling(const LoweredFunc &f) {
+  if (f.vars.size() < 2)
+    return false;
   std::set<std::string> rvars;
   H::Expr value;
   if (f.role == FuncRole::Reduction) {
-    if (f.reduceKind != "sum" || f.rvars.empty() || f.func.num_update_definitions() != 1) return false;
-    for (const H::RVar& r : f.rvars) rvars.insert(r.name());
+    if (f.reduceKind != "sum" || f.rvars.empty() || f.func.num_update_definitions() != 1)
+      return false;
+    for (const H::RVar &r : f.rvars)
+      rvars.insert(r.name());
     value = f.func.update_value(0);
   } else if (f.role == FuncRole::Define) {
-    if (f.func.has_update_definition()) return false;
+    if (f.func.has_update_definition())
+      return false;
     value = f.func.value();
   } else {
     return false;
@@ -132,31 +143,31 @@ bool isSampling(const LoweredFunc& f) {
   return g.gathers > 0 && g.contiguous == g.gathers;
 }
 
-
 // Whether every read of `f` in `e` passes the reader's outer indices straight through as f's
 // outer indices (b, q of o(b, q, c) reading sampled(b, q, ., .)): one task of the reader's rows
 // then needs only those rows of f.
 class RowsPassedThrough : public HI::IRVisitor {
 public:
-  RowsPassedThrough(const LoweredFunc& f, const LoweredFunc& reader) : f_(f), reader_(reader) {}
+  RowsPassedThrough(const LoweredFunc &f, const LoweredFunc &reader) : f_(f), reader_(reader) {}
   bool ok = true;
 
 private:
   using HI::IRVisitor::visit;
-  void visit(const HI::Call* c) override {
+  void visit(const HI::Call *c) override {
     if (c->name == f_.name) {
       // Halide's argument order is innermost first; f's outer indices are its last n - 2.
       const size_t n = f_.vars.size(), outer = reader_.vars.size() - 1;
-      if (c->args.size() != n || outer != n - 2) ok = false;
+      if (c->args.size() != n || outer != n - 2)
+        ok = false;
       for (size_t i = 0; ok && i < outer; ++i) {
-        const HI::Variable* v = c->args[n - 1 - i].as<HI::Variable>();
+        const HI::Variable *v = c->args[n - 1 - i].as<HI::Variable>();
         ok = v && v->name == reader_.vars[i].name();
       }
     }
     HI::IRVisitor::visit(c);
   }
-  const LoweredFunc& f_;
-  const LoweredFunc& reader_;
+  const LoweredFunc &f_;
+  const LoweredFunc &reader_;
 };
 
 // The only reader of a sampling Func when that reader is a pointwise output over the same rows,
@@ -164,16 +175,19 @@ private:
 // c % D)). The sum is then computed per task of the output, into a buffer that stays in L1/L2,
 // instead of into a 20 MB root buffer that costs a page fault per 4 KB on every call (8% of the
 // run in perf) and a second pass over memory: 120 ms with one thread at root, 93 ms per task.
-LoweredFunc* reshapingConsumer(LoweredKernel& k, const LoweredFunc& f) {
-  if (f.role != FuncRole::Reduction) return nullptr;
-  LoweredFunc* consumer = nullptr;
-  for (LoweredFunc& g : k.funcs) {
-    if (std::find(g.reads.begin(), g.reads.end(), f.name) == g.reads.end()) continue;
-    if (consumer) return nullptr;
+LoweredFunc *reshapingConsumer(LoweredKernel &k, const LoweredFunc &f) {
+  if (f.role != FuncRole::Reduction)
+    return nullptr;
+  LoweredFunc *consumer = nullptr;
+  for (LoweredFunc &g : k.funcs) {
+    if (std::find(g.reads.begin(), g.reads.end(), f.name) == g.reads.end())
+      continue;
+    if (consumer)
+      return nullptr;
     consumer = &g;
   }
-  if (!consumer || !consumer->isOutput || consumer->role != FuncRole::Define || consumer->vars.size() < 2 ||
-      consumer->func.has_update_definition())
+  if (!consumer || !consumer->isOutput || consumer->role != FuncRole::Define ||
+      consumer->vars.size() < 2 || consumer->func.has_update_definition())
     return nullptr;
   RowsPassedThrough rows(f, *consumer);
   consumer->func.value().accept(&rows);
@@ -181,7 +195,7 @@ LoweredFunc* reshapingConsumer(LoweredKernel& k, const LoweredFunc& f) {
 }
 
 // The one non-constant divisor of the Divs and Mods in e (the head size D of c / D, c % D), if any.
-std::optional<H::Expr> sizeDivisor(const H::Expr& e) {
+std::optional<H::Expr> sizeDivisor(const H::Expr &e) {
   class Finder : public HI::IRVisitor {
   public:
     std::vector<H::Expr> found;
@@ -190,23 +204,27 @@ std::optional<H::Expr> sizeDivisor(const H::Expr& e) {
     using HI::IRVisitor::visit;
     void note(H::Expr b) {
       // Truncating division lowers to select(D > 0, c / D, (0 - c) / (0 - D)): one divisor.
-      if (const HI::Sub* neg = b.as<HI::Sub>(); neg && HI::is_const_zero(neg->a)) b = neg->b;
-      if (HI::is_const(b) || !b.type().is_int() || !b.type().is_scalar()) return;
-      for (const H::Expr& f : found)
-        if (HI::equal(f, b)) return;
+      if (const HI::Sub *neg = b.as<HI::Sub>(); neg && HI::is_const_zero(neg->a))
+        b = neg->b;
+      if (HI::is_const(b) || !b.type().is_int() || !b.type().is_scalar())
+        return;
+      for (const H::Expr &f : found)
+        if (HI::equal(f, b))
+          return;
       found.push_back(b);
     }
-    void visit(const HI::Div* d) override {
+    void visit(const HI::Div *d) override {
       note(d->b);
       HI::IRVisitor::visit(d);
     }
-    void visit(const HI::Mod* m) override {
+    void visit(const HI::Mod *m) override {
       note(m->b);
       HI::IRVisitor::visit(m);
     }
   } f;
   e.accept(&f);
-  if (f.found.size() != 1) return {};
+  if (f.found.size() != 1)
+    return {};
   return f.found[0];
 }
 
@@ -218,23 +236,29 @@ public:
   // which schedules its pattern only and leaves the sampling sum to be recomputed inside its
   // consumer's innermost loop. Dense and windowed kernels never match, so they keep their rules.
   int priority() const override { return 20; }
-  bool applies(const LoweredKernel& k, const H::Target& t) const override {
-    return !t.has_gpu_feature() && !findSampling(const_cast<LoweredKernel&>(k)).empty();
+  bool applies(const LoweredKernel &k, const H::Target &t) const override {
+    return !t.has_gpu_feature() && !findSampling(const_cast<LoweredKernel &>(k)).empty();
   }
 
   // Its own loops are fixed; the Funcs outside its pattern (projections) take the generic knobs.
-  std::vector<Knob> knobs(const LoweredKernel&, const H::Target& t) const override { return genericKnobs(t); }
+  std::vector<Knob> knobs(const LoweredKernel &, const H::Target &t) const override {
+    return genericKnobs(t);
+  }
 
-  void apply(LoweredKernel& k, const H::Target& t, const ScheduleParams& params) const override {
-    std::vector<LoweredFunc*> sampling = findSampling(k), homes;
-    for (LoweredFunc* s : sampling) homes.push_back(s->isOutput ? nullptr : reshapingConsumer(k, *s));
-    for (size_t i = 0; i < homes.size(); ++i) // a consumer of two samplings is scheduled once: neither lives in it
+  void apply(LoweredKernel &k, const H::Target &t, const ScheduleParams &params) const override {
+    std::vector<LoweredFunc *> sampling = findSampling(k), homes;
+    for (LoweredFunc *s : sampling)
+      homes.push_back(s->isOutput ? nullptr : reshapingConsumer(k, *s));
+    for (size_t i = 0; i < homes.size();
+         ++i) // a consumer of two samplings is scheduled once: neither lives in it
       for (size_t j = 0; j < homes.size(); ++j)
-        if (i != j && homes[i] && homes[i] == homes[j]) homes[i] = homes[j] = nullptr;
-    for (LoweredFunc& f : k.funcs) {
+        if (i != j && homes[i] && homes[i] == homes[j])
+          homes[i] = homes[j] = nullptr;
+    for (LoweredFunc &f : k.funcs) {
       bool mine = std::find(sampling.begin(), sampling.end(), &f) != sampling.end() ||
                   std::find(homes.begin(), homes.end(), &f) != homes.end();
-      if (!mine) scheduleGenericFunc(f, t, params, &k);
+      if (!mine)
+        scheduleGenericFunc(f, t, params, &k);
     }
     const int vec = t.natural_vector_size<float>();
     // Channels per vector: two native vectors (32 floats with AVX-512) cover a Deformable DETR
@@ -248,10 +272,10 @@ public:
     // The same for a consumer's rows (a query of o(b, q, m*D + d) holds all M heads): 8 queries.
     const int homeGrain = 8;
     for (size_t si = 0; si < sampling.size(); ++si) {
-      LoweredFunc& f = *sampling[si];
+      LoweredFunc &f = *sampling[si];
       // Rows (every index but the innermost) fused into one loop: (b, q, m) for the sum. With a
       // consumer to live in, its tasks carry the parallelism and the sum is computed per task.
-      LoweredFunc* home = homes[si];
+      LoweredFunc *home = homes[si];
       const size_t n = f.vars.size();
       H::Var d = f.vars[n - 1];
       H::Var ro(f.name + "_ro"), ri(f.name + "_ri"), dOut(f.name + "_do"), dIn(f.name + "_di");
@@ -259,7 +283,8 @@ public:
       // neighbouring pixels, and a pixel's heads share its pages (value is [b, s, m, d]). Heads
       // outside the queries (137 ms above) make the loc, aw and output streams strided.
       auto rows = [&](H::Stage st) {
-        if (home) return; // per task of the consumer: (b, q, m) in their natural order
+        if (home)
+          return; // per task of the consumer: (b, q, m) in their natural order
         H::VarOrRVar row = f.vars[n - 2];
         for (int i = (int)n - 3; i >= 0; --i) {
           H::Var fused(f.name + "_row" + std::to_string(i));
@@ -272,11 +297,14 @@ public:
         // The consumer's rows (q of o(b, q, c)) split into parallel tasks; the indices outside
         // (b) stay serial loops: fusing them would make the sum's region per task a division
         // and remainder that bounds inference widens to every query.
-        H::Func& h = home->func;
+        H::Func &h = home->func;
         const size_t hn = home->vars.size();
         H::Var c = home->vars[hn - 1];
-        H::Var hro(home->name + "_ro"), hri(home->name + "_ri"), co(home->name + "_co"), ci(home->name + "_ci");
-        H::Stage(h).split(home->vars[hn - 2], hro, hri, homeGrain, H::TailStrategy::GuardWithIf).parallel(hro);
+        H::Var hro(home->name + "_ro"), hri(home->name + "_ri"), co(home->name + "_co"),
+            ci(home->name + "_ci");
+        H::Stage(h)
+            .split(home->vars[hn - 2], hro, hri, homeGrain, H::TailStrategy::GuardWithIf)
+            .parallel(hro);
         // c / D and c % D with D a size: x86 has no vector integer division, so each lane is a
         // scalar idiv (21% of the kernel in perf, 95-102 ms with one thread). For D one, two or
         // four vectors and c starting at 0 (every call through the runtime), a specialised copy
@@ -284,7 +312,9 @@ public:
         // copied with plain vector loads (72-74 ms).
         if (std::optional<H::Expr> D = sizeDivisor(h.value())) {
           for (int blk : {vec, 2 * vec, 4 * vec})
-            h.specialize(*D == blk && h.output_buffer().dim(0).min() == 0).split(c, co, ci, blk).vectorize(ci);
+            h.specialize(*D == blk && h.output_buffer().dim(0).min() == 0)
+                .split(c, co, ci, blk)
+                .vectorize(ci);
         }
         H::Stage(h).vectorize(c, vec, H::TailStrategy::GuardWithIf);
         f.func.compute_at(home->func, hro);
@@ -308,7 +338,8 @@ public:
       H::Stage upd = f.func.update();
       upd.split(d, dOut, dIn, width, H::TailStrategy::GuardWithIf);
       std::vector<H::VarOrRVar> order{dIn};
-      for (const H::RVar& r : f.rvars) order.push_back(r);
+      for (const H::RVar &r : f.rvars)
+        order.push_back(r);
       order.push_back(dOut);
       upd.reorder(order).vectorize(dIn);
       rows(upd);
@@ -319,10 +350,11 @@ public:
 } // namespace
 
 // Funcs that sample: see isSampling.
-std::vector<LoweredFunc*> findSampling(LoweredKernel& k) {
-  std::vector<LoweredFunc*> out;
-  for (LoweredFunc& f : k.funcs)
-    if (isSampling(f)) out.push_back(&f);
+std::vector<LoweredFunc *> findSampling(LoweredKernel &k) {
+  std::vector<LoweredFunc *> out;
+  for (LoweredFunc &f : k.funcs)
+    if (isSampling(f))
+      out.push_back(&f);
   return out;
 }
 

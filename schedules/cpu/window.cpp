@@ -20,38 +20,42 @@ class CpuWindowRule : public ScheduleRule {
 public:
   std::string name() const override { return "cpu-window"; }
   int priority() const override { return 5; }
-  bool applies(const LoweredKernel& k, const H::Target& t) const override {
+  bool applies(const LoweredKernel &k, const H::Target &t) const override {
     WindowPattern w;
-    return !t.has_gpu_feature() && findWindow(const_cast<LoweredKernel&>(k), &w);
+    return !t.has_gpu_feature() && findWindow(const_cast<LoweredKernel &>(k), &w);
   }
 
   // Its own loops are fixed; the Funcs outside its pattern (projections) take the generic knobs,
   // with defaults of their own: one vector per GEMM block and one parallel loop. attn-tune on msda
   // (B1 56x56 C72, Zen 5, 7 alternating runs each): 3.06 ms with the generic defaults, 2.56 ms
   // with these; 72 channels fill 4.5 vectors, so two-vector blocks carried a half-empty tail.
-  static constexpr std::pair<const char*, int> kDefaults[] = {{"generic.gemm_vectors", 1}, {"generic.parallel_fuse", 1}};
+  static constexpr std::pair<const char *, int> kDefaults[] = {{"generic.gemm_vectors", 1},
+                                                               {"generic.parallel_fuse", 1}};
 
-  std::vector<Knob> knobs(const LoweredKernel&, const H::Target& t) const override {
+  std::vector<Knob> knobs(const LoweredKernel &, const H::Target &t) const override {
     std::vector<Knob> ks = genericKnobs(t);
-    for (Knob& kb : ks)
+    for (Knob &kb : ks)
       for (auto [name, v] : kDefaults)
-        if (kb.name == name) kb.dflt = v;
+        if (kb.name == name)
+          kb.dflt = v;
     return ks;
   }
 
-  void apply(LoweredKernel& k, const H::Target& t, const ScheduleParams& given) const override {
+  void apply(LoweredKernel &k, const H::Target &t, const ScheduleParams &given) const override {
     ScheduleParams params = given;
-    for (auto [name, v] : kDefaults) params.values.emplace(name, v);
+    for (auto [name, v] : kDefaults)
+      params.values.emplace(name, v);
     WindowPattern w;
     findWindow(k, &w);
     const int vec = t.natural_vector_size<float>();
-    for (LoweredFunc& f : k.funcs) {
+    for (LoweredFunc &f : k.funcs) {
       bool part = std::find(w.parts.begin(), w.parts.end(), &f) != w.parts.end();
       bool consumer = std::find(w.consumers.begin(), w.consumers.end(), &f) != w.consumers.end();
-      if (!part && !consumer) scheduleGenericFunc(f, t, params, &k);
+      if (!part && !consumer)
+        scheduleGenericFunc(f, t, params, &k);
     }
     // The consumer: parallel over (batch, row) fused, vectorized over its innermost index.
-    LoweredFunc& c = *w.consumers[0];
+    LoweredFunc &c = *w.consumers[0];
     c.func.compute_root();
     H::Var row(c.name + "_row");
     for (int s = 0; s <= c.func.num_update_definitions(); ++s) {
@@ -61,11 +65,13 @@ public:
     }
     // The window's scores and statistics: computed per consumer row, for that row only, and
     // vectorized along the row (the map's width), which every window offset shares.
-    for (LoweredFunc* f : w.parts) {
-      if (f->role == FuncRole::SoftmaxScore) continue; // pointwise: inlined into max and exp
+    for (LoweredFunc *f : w.parts) {
+      if (f->role == FuncRole::SoftmaxScore)
+        continue; // pointwise: inlined into max and exp
       f->func.compute_at(c.func, row);
       auto it = std::find(f->varNames.begin(), f->varNames.end(), w.rowVar);
-      if (it == f->varNames.end()) continue;
+      if (it == f->varNames.end())
+        continue;
       H::Var x = f->vars[it - f->varNames.begin()];
       for (int s = 0; s <= f->func.num_update_definitions(); ++s) {
         H::Stage st = s == 0 ? H::Stage(f->func) : f->func.update(s - 1);
@@ -79,34 +85,44 @@ public:
 
 // A softmax whose axes all have small constant extents is a window: every query has its own
 // w x w keys, so its statistics are cheap to compute next to the consumer, row by row.
-bool findWindow(LoweredKernel& k, WindowPattern* w) {
-  for (LoweredFunc& mx : k.funcs) {
-    if (mx.role != FuncRole::SoftmaxMax || mx.rvars.empty()) continue;
+bool findWindow(LoweredKernel &k, WindowPattern *w) {
+  for (LoweredFunc &mx : k.funcs) {
+    if (mx.role != FuncRole::SoftmaxMax || mx.rvars.empty())
+      continue;
     int64_t points = 1;
     bool constant = true;
-    for (const H::RVar& r : mx.rvars) {
+    for (const H::RVar &r : mx.rvars) {
       std::optional<int64_t> e = H::Internal::as_const_int(H::Internal::simplify(r.extent()));
       constant &= e.has_value();
-      if (e) points *= *e;
+      if (e)
+        points *= *e;
     }
-    if (!constant || points > 256 || mx.vars.empty()) continue;
-    LoweredFunc* p = k.find(mx.definition);
-    if (!p || p->isOutput) continue;
+    if (!constant || points > 256 || mx.vars.empty())
+      continue;
+    LoweredFunc *p = k.find(mx.definition);
+    if (!p || p->isOutput)
+      continue;
     WindowPattern pat;
-    for (LoweredFunc& f : k.funcs)
-      if (f.definition == mx.definition && &f != p && !f.isOutput) pat.parts.push_back(&f);
-    for (LoweredFunc& f : k.funcs)
-      if (std::find(f.reads.begin(), f.reads.end(), p->name) != f.reads.end()) pat.consumers.push_back(&f);
+    for (LoweredFunc &f : k.funcs)
+      if (f.definition == mx.definition && &f != p && !f.isOutput)
+        pat.parts.push_back(&f);
+    for (LoweredFunc &f : k.funcs)
+      if (std::find(f.reads.begin(), f.reads.end(), p->name) != f.reads.end())
+        pat.consumers.push_back(&f);
     // Only the consumers may read the parts (besides each other), and each consumer must be a
     // root-computed reduction we can place them in.
-    bool ok = pat.consumers.size() == 1 && pat.consumers[0]->role == FuncRole::Reduction && pat.consumers[0]->vars.size() >= 3;
-    for (LoweredFunc* part : pat.parts)
-      for (const LoweredFunc& f : k.funcs) {
+    bool ok = pat.consumers.size() == 1 && pat.consumers[0]->role == FuncRole::Reduction &&
+              pat.consumers[0]->vars.size() >= 3;
+    for (LoweredFunc *part : pat.parts)
+      for (const LoweredFunc &f : k.funcs) {
         bool reads = std::find(f.reads.begin(), f.reads.end(), part->name) != f.reads.end();
-        bool member = &f == p || std::find(pat.parts.begin(), pat.parts.end(), &f) != pat.parts.end();
-        if (reads && !member) ok = false;
+        bool member =
+            &f == p || std::find(pat.parts.begin(), pat.parts.end(), &f) != pat.parts.end();
+        if (reads && !member)
+          ok = false;
       }
-    if (!ok) continue;
+    if (!ok)
+      continue;
     pat.rowVar = mx.varNames.back();
     *w = pat;
     return true;

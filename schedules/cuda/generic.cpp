@@ -1,4 +1,5 @@
-// Generic CUDA schedule: any kernel; every non-trivial Func computed at root as a grid of thread tiles.
+// Generic CUDA schedule: any kernel; every non-trivial Func computed at root as a grid of thread
+// tiles.
 #include "attnc/Schedule.h"
 
 #include <stdexcept>
@@ -12,26 +13,31 @@ class CudaGenericRule : public ScheduleRule {
 public:
   std::string name() const override { return "cuda-generic"; }
   int priority() const override { return 0; }
-  bool applies(const LoweredKernel&, const H::Target& t) const override { return t.has_feature(H::Target::CUDA); }
+  bool applies(const LoweredKernel &, const H::Target &t) const override {
+    return t.has_feature(H::Target::CUDA);
+  }
 
-  std::vector<Knob> knobs(const LoweredKernel& k, const H::Target&) const override {
-    for (const LoweredFunc& f : k.funcs)
-      if (cudaGenericSchedules(f) && !f.vars.empty()) return cudaGenericKnobs();
+  std::vector<Knob> knobs(const LoweredKernel &k, const H::Target &) const override {
+    for (const LoweredFunc &f : k.funcs)
+      if (cudaGenericSchedules(f) && !f.vars.empty())
+        return cudaGenericKnobs();
     return {};
   }
 
-  void apply(LoweredKernel& k, const H::Target& t, const ScheduleParams& params) const override {
-    for (LoweredFunc& f : k.funcs) scheduleCudaGenericFunc(f, t, params);
+  void apply(LoweredKernel &k, const H::Target &t, const ScheduleParams &params) const override {
+    for (LoweredFunc &f : k.funcs)
+      scheduleCudaGenericFunc(f, t, params);
   }
 };
 
 } // namespace
 
-void scheduleCudaStage(H::Stage st, const LoweredFunc& f, int tileX, int tileY) {
-  const std::string& n = f.name;
+void scheduleCudaStage(H::Stage st, const LoweredFunc &f, int tileX, int tileY) {
+  const std::string &n = f.name;
   std::vector<H::VarOrRVar> order; // innermost first, for reorder()
   // Reduction indices run inside each thread: one thread owns one output element.
-  for (const H::RVar& r : f.rvars) order.push_back(r);
+  for (const H::RVar &r : f.rvars)
+    order.push_back(r);
   const size_t nv = f.vars.size();
   if (nv == 1) {
     H::Var bx(n + "_bx"), tx(n + "_tx");
@@ -42,7 +48,8 @@ void scheduleCudaStage(H::Stage st, const LoweredFunc& f, int tileX, int tileY) 
     // The innermost index on threadIdx.x: neighbouring threads touch neighbouring addresses of
     // the output and of every input read along the same index (coalesced).
     H::Var bx(n + "_bx"), by(n + "_by"), tx(n + "_tx"), ty(n + "_ty");
-    st.gpu_tile(f.vars[nv - 1], f.vars[nv - 2], bx, by, tx, ty, tileX, tileY, H::TailStrategy::GuardWithIf);
+    st.gpu_tile(f.vars[nv - 1], f.vars[nv - 2], bx, by, tx, ty, tileX, tileY,
+                H::TailStrategy::GuardWithIf);
     order.push_back(tx);
     order.push_back(ty);
     order.push_back(bx);
@@ -60,7 +67,8 @@ void scheduleCudaStage(H::Stage st, const LoweredFunc& f, int tileX, int tileY) 
       order.push_back(outer);
     }
   }
-  if (!f.rvars.empty()) st.reorder(order);
+  if (!f.rvars.empty())
+    st.reorder(order);
 }
 
 // 32 x 8 threads by default: a warp along the innermost index, 256 threads per block (8 warps
@@ -71,7 +79,7 @@ std::vector<Knob> cudaGenericKnobs() {
   return {{"cuda.threads_x", {32, 64}, 32}, {"cuda.threads_y", {2, 4, 8, 16}, 8}};
 }
 
-bool cudaGenericSchedules(const LoweredFunc& f) {
+bool cudaGenericSchedules(const LoweredFunc &f) {
   // As on the CPU: pointwise Funcs are inlined into their consumers; reductions and softmax
   // statistics get storage in global memory, each a kernel of its own.
   bool root = f.isOutput || f.role == FuncRole::Reduction || f.role == FuncRole::SoftmaxMax ||
@@ -79,11 +87,15 @@ bool cudaGenericSchedules(const LoweredFunc& f) {
   return root && f.role != FuncRole::Check;
 }
 
-void scheduleCudaGenericFunc(LoweredFunc& f, const H::Target&, const ScheduleParams& params) {
-  if (!cudaGenericSchedules(f)) return;
+void scheduleCudaGenericFunc(LoweredFunc &f, const H::Target &, const ScheduleParams &params) {
+  if (!cudaGenericSchedules(f))
+    return;
   const int tx = params.get("cuda.threads_x", 32), ty = params.get("cuda.threads_y", 8);
-  if (tx * ty > 1024) throw std::runtime_error("cuda.threads_x * cuda.threads_y must not exceed 1024 threads per block");
-  if (!f.isOutput) f.func.compute_root();
+  if (tx * ty > 1024)
+    throw std::runtime_error(
+        "cuda.threads_x * cuda.threads_y must not exceed 1024 threads per block");
+  if (!f.isOutput)
+    f.func.compute_root();
   for (int s = 0; s <= f.func.num_update_definitions(); ++s) {
     H::Stage st = s == 0 ? H::Stage(f.func) : f.func.update(s - 1);
     if (f.vars.empty()) {
@@ -91,7 +103,8 @@ void scheduleCudaGenericFunc(LoweredFunc& f, const H::Target&, const SchedulePar
       continue;
     }
     LoweredFunc view = f;
-    if (s == 0) view.rvars.clear(); // the pure definition has no reduction loop
+    if (s == 0)
+      view.rvars.clear(); // the pure definition has no reduction loop
     scheduleCudaStage(st, view, tx, ty);
   }
 }

@@ -1,4 +1,5 @@
-// CUDA schedule for deformable sampling: threads along the heads' channels, so each corner read is coalesced.
+// CUDA schedule for deformable sampling: threads along the heads' channels, so each corner read is
+// coalesced.
 #include "attnc/Patterns.h"
 #include "attnc/Schedule.h"
 
@@ -22,57 +23,67 @@ class CudaSampleRule : public ScheduleRule {
 public:
   std::string name() const override { return "cuda-sample"; }
   int priority() const override { return 20; }
-  bool applies(const LoweredKernel& k, const H::Target& t) const override {
-    return t.has_feature(H::Target::CUDA) && !findSampling(const_cast<LoweredKernel&>(k)).empty();
+  bool applies(const LoweredKernel &k, const H::Target &t) const override {
+    return t.has_feature(H::Target::CUDA) && !findSampling(const_cast<LoweredKernel &>(k)).empty();
   }
 
   // Channel threads stay a multiple of a warp (32: one transaction per corner read). The generic
-  // knobs only where Funcs outside the sampling sums (projections, softmax) get kernels of their own.
-  std::vector<Knob> knobs(const LoweredKernel& k, const H::Target&) const override {
+  // knobs only where Funcs outside the sampling sums (projections, softmax) get kernels of their
+  // own.
+  std::vector<Knob> knobs(const LoweredKernel &k, const H::Target &) const override {
     std::vector<Knob> ks = {{"cuda.channel_threads", {32, 64, 128}, kChannelThreads},
                             {"cuda.query_threads", {1, 2, 4, 8}, kQueryThreads}};
-    std::vector<LoweredFunc*> sampling = findSampling(const_cast<LoweredKernel&>(k));
-    for (const LoweredFunc& f : k.funcs) {
-      bool member = std::find(sampling.begin(), sampling.end(), &f) != sampling.end() && f.vars.size() >= 3;
+    std::vector<LoweredFunc *> sampling = findSampling(const_cast<LoweredKernel &>(k));
+    for (const LoweredFunc &f : k.funcs) {
+      bool member =
+          std::find(sampling.begin(), sampling.end(), &f) != sampling.end() && f.vars.size() >= 3;
       if (!member && cudaGenericSchedules(f) && !f.vars.empty()) {
-        for (const Knob& kb : cudaGenericKnobs()) ks.push_back(kb);
+        for (const Knob &kb : cudaGenericKnobs())
+          ks.push_back(kb);
         break;
       }
     }
     return ks;
   }
 
-  void apply(LoweredKernel& k, const H::Target& t, const ScheduleParams& params) const override {
+  void apply(LoweredKernel &k, const H::Target &t, const ScheduleParams &params) const override {
     const int channelThreads = params.get("cuda.channel_threads", kChannelThreads);
     const int queryThreads = params.get("cuda.query_threads", kQueryThreads);
     if (channelThreads * queryThreads > 1024)
-      throw std::runtime_error("cuda.channel_threads * cuda.query_threads must not exceed 1024 threads per block");
-    std::vector<LoweredFunc*> sampling = findSampling(k);
-    for (LoweredFunc& f : k.funcs)
-      if (std::find(sampling.begin(), sampling.end(), &f) == sampling.end()) scheduleCudaGenericFunc(f, t, params);
-    for (LoweredFunc* f : sampling) {
+      throw std::runtime_error(
+          "cuda.channel_threads * cuda.query_threads must not exceed 1024 threads per block");
+    std::vector<LoweredFunc *> sampling = findSampling(k);
+    for (LoweredFunc &f : k.funcs)
+      if (std::find(sampling.begin(), sampling.end(), &f) == sampling.end())
+        scheduleCudaGenericFunc(f, t, params);
+    for (LoweredFunc *f : sampling) {
       if (f->vars.size() < 3) {
         scheduleCudaGenericFunc(*f, t, params);
         continue;
       }
-      if (!f->isOutput) f->func.compute_root();
+      if (!f->isOutput)
+        f->func.compute_root();
       for (int s = 0; s <= f->func.num_update_definitions(); ++s)
-        scheduleChannels(s == 0 ? H::Stage(f->func) : f->func.update(s - 1), *f, s > 0, channelThreads, queryThreads);
+        scheduleChannels(s == 0 ? H::Stage(f->func) : f->func.update(s - 1), *f, s > 0,
+                         channelThreads, queryThreads);
     }
   }
 
 private:
-  static void scheduleChannels(H::Stage st, const LoweredFunc& f, bool update, int channelThreads, int queryThreads) {
-    const std::string& n = f.name;
+  static void scheduleChannels(H::Stage st, const LoweredFunc &f, bool update, int channelThreads,
+                               int queryThreads) {
+    const std::string &n = f.name;
     const size_t nv = f.vars.size();
     H::Var md(n + "_md"), bx(n + "_bx"), by(n + "_by"), tx(n + "_tx"), ty(n + "_ty");
     st.fuse(f.vars[nv - 1], f.vars[nv - 2], md);
-    st.gpu_tile(md, f.vars[nv - 3], bx, by, tx, ty, channelThreads, queryThreads, H::TailStrategy::GuardWithIf);
+    st.gpu_tile(md, f.vars[nv - 3], bx, by, tx, ty, channelThreads, queryThreads,
+                H::TailStrategy::GuardWithIf);
     std::vector<H::VarOrRVar> order;
     // The sampling points run inside each thread, in the DSL's order (the sum's rounding is the
     // same as on the CPU schedules').
     if (update)
-      for (const H::RVar& r : f.rvars) order.push_back(r);
+      for (const H::RVar &r : f.rvars)
+        order.push_back(r);
     order.insert(order.end(), {tx, ty, bx, by});
     if (nv > 3) {
       H::VarOrRVar outer = f.vars[0];

@@ -19,39 +19,46 @@ class CudaWindowRule : public ScheduleRule {
 public:
   std::string name() const override { return "cuda-window"; }
   int priority() const override { return 5; }
-  bool applies(const LoweredKernel& k, const H::Target& t) const override {
+  bool applies(const LoweredKernel &k, const H::Target &t) const override {
     WindowPattern w;
-    return t.has_feature(H::Target::CUDA) && findWindow(const_cast<LoweredKernel&>(k), &w);
+    return t.has_feature(H::Target::CUDA) && findWindow(const_cast<LoweredKernel &>(k), &w);
   }
 
   // Block shapes; 16 threads along the row still fill half a warp with consecutive pixels. The
   // generic knobs only where Funcs outside the window (projections) get kernels of their own.
-  std::vector<Knob> knobs(const LoweredKernel& k, const H::Target&) const override {
-    std::vector<Knob> ks = {{"cuda.row_threads", {16, 32, 64}, kRowThreads}, {"cuda.col_threads", {4, 8, 16}, kColThreads}};
+  std::vector<Knob> knobs(const LoweredKernel &k, const H::Target &) const override {
+    std::vector<Knob> ks = {{"cuda.row_threads", {16, 32, 64}, kRowThreads},
+                            {"cuda.col_threads", {4, 8, 16}, kColThreads}};
     WindowPattern w;
-    findWindow(const_cast<LoweredKernel&>(k), &w);
-    for (const LoweredFunc& f : k.funcs)
-      if (std::find(w.parts.begin(), w.parts.end(), &f) == w.parts.end() && cudaGenericSchedules(f) && !f.vars.empty()) {
-        for (const Knob& kb : cudaGenericKnobs()) ks.push_back(kb);
+    findWindow(const_cast<LoweredKernel &>(k), &w);
+    for (const LoweredFunc &f : k.funcs)
+      if (std::find(w.parts.begin(), w.parts.end(), &f) == w.parts.end() &&
+          cudaGenericSchedules(f) && !f.vars.empty()) {
+        for (const Knob &kb : cudaGenericKnobs())
+          ks.push_back(kb);
         break;
       }
     return ks;
   }
 
-  void apply(LoweredKernel& k, const H::Target& t, const ScheduleParams& params) const override {
-    const int rowThreads = params.get("cuda.row_threads", kRowThreads), colThreads = params.get("cuda.col_threads", kColThreads);
+  void apply(LoweredKernel &k, const H::Target &t, const ScheduleParams &params) const override {
+    const int rowThreads = params.get("cuda.row_threads", kRowThreads),
+              colThreads = params.get("cuda.col_threads", kColThreads);
     if (rowThreads * colThreads > 1024)
-      throw std::runtime_error("cuda.row_threads * cuda.col_threads must not exceed 1024 threads per block");
+      throw std::runtime_error(
+          "cuda.row_threads * cuda.col_threads must not exceed 1024 threads per block");
     WindowPattern w;
     findWindow(k, &w);
-    for (LoweredFunc& f : k.funcs)
-      if (std::find(w.parts.begin(), w.parts.end(), &f) == w.parts.end()) scheduleCudaGenericFunc(f, t, params);
+    for (LoweredFunc &f : k.funcs)
+      if (std::find(w.parts.begin(), w.parts.end(), &f) == w.parts.end())
+        scheduleCudaGenericFunc(f, t, params);
     // The window's statistics (row max, sum, the scores' nested reductions): a thread per query
     // pixel, looping over its window offsets, rather than threads along the offsets (3 of 32
     // lanes busy). exp(score - max) is recomputed where it is read: cheaper than storing the
     // whole window of every pixel in global memory.
-    for (LoweredFunc* f : w.parts) {
-      if (f->role == FuncRole::SoftmaxScore || f->role == FuncRole::SoftmaxExp) continue; // inlined
+    for (LoweredFunc *f : w.parts) {
+      if (f->role == FuncRole::SoftmaxScore || f->role == FuncRole::SoftmaxExp)
+        continue; // inlined
       auto row = std::find(f->varNames.begin(), f->varNames.end(), w.rowVar);
       if (row == f->varNames.end() || row == f->varNames.begin()) {
         scheduleCudaGenericFunc(*f, t);
@@ -60,21 +67,26 @@ public:
       const size_t r = row - f->varNames.begin();
       f->func.compute_root();
       for (int s = 0; s <= f->func.num_update_definitions(); ++s)
-        scheduleRows(s == 0 ? H::Stage(f->func) : f->func.update(s - 1), *f, r, s > 0, rowThreads, colThreads);
+        scheduleRows(s == 0 ? H::Stage(f->func) : f->func.update(s - 1), *f, r, s > 0, rowThreads,
+                     colThreads);
     }
   }
 
 private:
   // Threads over (vars[r], vars[r - 1]); indices after r (window offsets) and reduction indices
   // run inside each thread; indices before r - 1 fuse onto the grid's third dimension.
-  static void scheduleRows(H::Stage st, const LoweredFunc& f, size_t r, bool update, int rowThreads, int colThreads) {
-    const std::string& n = f.name;
+  static void scheduleRows(H::Stage st, const LoweredFunc &f, size_t r, bool update, int rowThreads,
+                           int colThreads) {
+    const std::string &n = f.name;
     H::Var bx(n + "_bx"), by(n + "_by"), tx(n + "_tx"), ty(n + "_ty");
-    st.gpu_tile(f.vars[r], f.vars[r - 1], bx, by, tx, ty, rowThreads, colThreads, H::TailStrategy::GuardWithIf);
+    st.gpu_tile(f.vars[r], f.vars[r - 1], bx, by, tx, ty, rowThreads, colThreads,
+                H::TailStrategy::GuardWithIf);
     std::vector<H::VarOrRVar> order;
     if (update)
-      for (const H::RVar& v : f.rvars) order.push_back(v);
-    for (size_t i = f.vars.size(); i-- > r + 1;) order.push_back(f.vars[i]);
+      for (const H::RVar &v : f.rvars)
+        order.push_back(v);
+    for (size_t i = f.vars.size(); i-- > r + 1;)
+      order.push_back(f.vars[i]);
     order.insert(order.end(), {tx, ty, bx, by});
     if (r >= 2) {
       H::VarOrRVar outer = f.vars[0];

@@ -14,16 +14,16 @@ namespace H = Halide;
 // (calls it names "" do not count).
 class CallsUsingVar : public H::Internal::IRVisitor {
 public:
-  CallsUsingVar(std::string var, std::function<std::string(const H::Internal::Call*)> nameOf)
+  CallsUsingVar(std::string var, std::function<std::string(const H::Internal::Call *)> nameOf)
       : var_(std::move(var)), nameOf_(std::move(nameOf)) {}
   std::vector<std::string> found;
 
 private:
   using H::Internal::IRVisitor::visit;
-  void visit(const H::Internal::Call* c) override {
+  void visit(const H::Internal::Call *c) override {
     std::string n = nameOf_(c);
     if (!n.empty())
-      for (const H::Expr& a : c->args)
+      for (const H::Expr &a : c->args)
         if (H::Internal::expr_uses_var(a, var_)) {
           found.push_back(n);
           break;
@@ -31,22 +31,25 @@ private:
     H::Internal::IRVisitor::visit(c);
   }
   std::string var_;
-  std::function<std::string(const H::Internal::Call*)> nameOf_;
+  std::function<std::string(const H::Internal::Call *)> nameOf_;
 };
 
-std::vector<std::string> callsReadWithVar(const H::Expr& e, const std::string& var,
-                                          std::function<std::string(const H::Internal::Call*)> nameOf) {
+std::vector<std::string>
+callsReadWithVar(const H::Expr &e, const std::string &var,
+                 std::function<std::string(const H::Internal::Call *)> nameOf) {
   CallsUsingVar v(var, std::move(nameOf));
   e.accept(&v);
   return v.found;
 }
 
 // Names (LoweredFunc::name) of the kernel's Funcs that `e` calls with `var` in their coordinates.
-std::vector<std::string> funcsReadWithVar(const LoweredKernel& k, const H::Expr& e, const std::string& var) {
-  return callsReadWithVar(e, var, [&](const H::Internal::Call* c) {
+std::vector<std::string> funcsReadWithVar(const LoweredKernel &k, const H::Expr &e,
+                                          const std::string &var) {
+  return callsReadWithVar(e, var, [&](const H::Internal::Call *c) {
     if (c->call_type == H::Internal::Call::Halide)
-      for (const LoweredFunc& f : k.funcs)
-        if (c->name == f.func.name()) return f.name;
+      for (const LoweredFunc &f : k.funcs)
+        if (c->name == f.func.name())
+          return f.name;
     return std::string();
   });
 }
@@ -55,68 +58,87 @@ std::vector<std::string> funcsReadWithVar(const LoweredKernel& k, const H::Expr&
 
 // Halide reads an ImageParam through an implicit Func; compare Halide's own names, which a second
 // lowering of the same kernel in one process (attn-tune) uniquifies (`k_im$2`).
-std::vector<std::string> inputsReadWithVar(const LoweredKernel& k, const H::Expr& e, const std::string& var) {
-  return callsReadWithVar(e, var, [&](const H::Internal::Call* c) {
-    for (const KernelParam& p : k.inputs)
-      if (c->name == p.param.name() || c->name == H::Func(p.param).name()) return p.name;
+std::vector<std::string> inputsReadWithVar(const LoweredKernel &k, const H::Expr &e,
+                                           const std::string &var) {
+  return callsReadWithVar(e, var, [&](const H::Internal::Call *c) {
+    for (const KernelParam &p : k.inputs)
+      if (c->name == p.param.name() || c->name == H::Func(p.param).name())
+        return p.name;
     return std::string();
   });
 }
 
-bool findDensePattern(LoweredKernel& k, DensePattern* pat) {
-  for (LoweredFunc& o : k.funcs) {
-    if (!o.isOutput || o.role != FuncRole::Reduction || o.reduceKind != "sum" || o.rvars.size() != 1 || o.vars.size() < 2)
+bool findDensePattern(LoweredKernel &k, DensePattern *pat) {
+  for (LoweredFunc &o : k.funcs) {
+    if (!o.isOutput || o.role != FuncRole::Reduction || o.reduceKind != "sum" ||
+        o.rvars.size() != 1 || o.vars.size() < 2)
       continue;
-    for (const std::string& r : o.reads) {
-      LoweredFunc* p = k.find(r);
-      if (!p || p->role != FuncRole::Softmax || p->softmaxAxes.size() != 1) continue;
-      if (p->softmaxAxes[0] != (int)p->vars.size() - 1 || p->vars.size() != o.vars.size()) continue;
+    for (const std::string &r : o.reads) {
+      LoweredFunc *p = k.find(r);
+      if (!p || p->role != FuncRole::Softmax || p->softmaxAxes.size() != 1)
+        continue;
+      if (p->softmaxAxes[0] != (int)p->vars.size() - 1 || p->vars.size() != o.vars.size())
+        continue;
       DensePattern d;
       d.out = &o;
-      for (LoweredFunc& f : k.funcs)
-        if (f.definition == p->definition) d.softmax.push_back(&f);
+      for (LoweredFunc &f : k.funcs)
+        if (f.definition == p->definition)
+          d.softmax.push_back(&f);
       // Walk from the softmax scores through pointwise definitions to the contraction.
-      LoweredFunc* cur = k.find(p->definition + "__score");
+      LoweredFunc *cur = k.find(p->definition + "__score");
       for (int depth = 0; cur && depth < 8 && !d.score; ++depth) {
-        LoweredFunc* next = nullptr;
-        for (const std::string& rn : cur->reads) {
-          LoweredFunc* f = k.find(rn);
-          if (!f) continue;
+        LoweredFunc *next = nullptr;
+        for (const std::string &rn : cur->reads) {
+          LoweredFunc *f = k.find(rn);
+          if (!f)
+            continue;
           if (f->role == FuncRole::Reduction && f->reduceKind == "sum" && f->rvars.size() == 1 &&
               f->vars.size() == p->vars.size() && !f->isOutput) {
             d.score = f;
             break;
           }
-          if (f->role == FuncRole::Define && !f->isOutput) next = f;
+          if (f->role == FuncRole::Define && !f->isOutput)
+            next = f;
         }
-        if (!d.score && next) d.inlined.push_back(next);
+        if (!d.score && next)
+          d.inlined.push_back(next);
         cur = next;
       }
-      if (!d.score) continue;
+      if (!d.score)
+        continue;
       // The rules take the contraction's last two indices as (row, key), in the softmax's
       // order. A contraction's indices follow their first use, so `sum(d) k(j, d) * q(i, d)` is
       // a Func of (j, i): its rows would be unrolled by a key count (a raw Halide error). Such
       // scores decline (the generic rule schedules them).
       const size_t n = p->varNames.size();
-      if (n < 2 || d.score->varNames.size() != n || d.score->varNames[n - 2] != p->varNames[n - 2] ||
+      if (n < 2 || d.score->varNames.size() != n ||
+          d.score->varNames[n - 2] != p->varNames[n - 2] ||
           d.score->varNames[n - 1] != p->varNames[n - 1])
         continue;
       // Every Func the rule places inside the query tile must be consumed only there.
-      std::vector<const LoweredFunc*> members(d.softmax.begin(), d.softmax.end());
+      std::vector<const LoweredFunc *> members(d.softmax.begin(), d.softmax.end());
       members.push_back(d.out);
       members.push_back(d.score);
       members.insert(members.end(), d.inlined.begin(), d.inlined.end());
-      auto isMember = [&](const LoweredFunc* f) { return std::find(members.begin(), members.end(), f) != members.end(); };
+      auto isMember = [&](const LoweredFunc *f) {
+        return std::find(members.begin(), members.end(), f) != members.end();
+      };
       bool private_ = true;
-      for (const LoweredFunc* m : members) {
-        if (m == d.out) continue;
-        if (m->isOutput) private_ = false;
-        for (const LoweredFunc& f : k.funcs)
-          if (!isMember(&f) && std::find(f.reads.begin(), f.reads.end(), m->name) != f.reads.end()) private_ = false;
+      for (const LoweredFunc *m : members) {
+        if (m == d.out)
+          continue;
+        if (m->isOutput)
+          private_ = false;
+        for (const LoweredFunc &f : k.funcs)
+          if (!isMember(&f) && std::find(f.reads.begin(), f.reads.end(), m->name) != f.reads.end())
+            private_ = false;
       }
-      if (!private_) continue;
-      std::vector<std::string> keys = inputsReadWithVar(k, d.score->func.update_value(0), d.score->vars.back().name());
-      if (keys.size() != 1) continue;
+      if (!private_)
+        continue;
+      std::vector<std::string> keys =
+          inputsReadWithVar(k, d.score->func.update_value(0), d.score->vars.back().name());
+      if (keys.size() != 1)
+        continue;
       d.keyInput = keys[0];
       *pat = d;
       return true;
@@ -125,52 +147,74 @@ bool findDensePattern(LoweredKernel& k, DensePattern* pat) {
   return false;
 }
 
-
-std::vector<OnlinePattern> findOnline(LoweredKernel& k) {
+std::vector<OnlinePattern> findOnline(LoweredKernel &k) {
   std::vector<OnlinePattern> groups;
-  for (LoweredFunc& o : k.funcs) {
-    if (o.role != FuncRole::Online) continue;
+  for (LoweredFunc &o : k.funcs) {
+    if (o.role != FuncRole::Online)
+      continue;
     OnlinePattern g;
     g.out = &o;
     std::map<int, OnlineChain> chains;
-    for (LoweredFunc& f : k.funcs) {
-      if (f.definition != o.definition) continue;
-      OnlineChain& c = chains[f.onlineStage];
+    for (LoweredFunc &f : k.funcs) {
+      if (f.definition != o.definition)
+        continue;
+      OnlineChain &c = chains[f.onlineStage];
       c.stage = f.onlineStage;
       switch (f.role) {
-      case FuncRole::OnlineState: g.state = &f; break;
-      case FuncRole::OnlineScore: c.score = &f, c.full = f.onlineFull; break;
-      case FuncRole::OnlineTileMax: c.tmax = &f; break;
-      case FuncRole::OnlineTileExp: c.texp = &f; break;
-      case FuncRole::OnlineTileSum: c.tsum = &f; break;
-      case FuncRole::OnlineTileValue: c.tpv = &f; break;
-      default: break;
+      case FuncRole::OnlineState:
+        g.state = &f;
+        break;
+      case FuncRole::OnlineScore:
+        c.score = &f, c.full = f.onlineFull;
+        break;
+      case FuncRole::OnlineTileMax:
+        c.tmax = &f;
+        break;
+      case FuncRole::OnlineTileExp:
+        c.texp = &f;
+        break;
+      case FuncRole::OnlineTileSum:
+        c.tsum = &f;
+        break;
+      case FuncRole::OnlineTileValue:
+        c.tpv = &f;
+        break;
+      default:
+        break;
       }
     }
     bool complete = g.state != nullptr;
-    for (auto& [stage, c] : chains) {
-      if (!c.score && !c.tmax && !c.texp && !c.tsum && !c.tpv) continue; // the state and output only
+    for (auto &[stage, c] : chains) {
+      if (!c.score && !c.tmax && !c.texp && !c.tsum && !c.tpv)
+        continue; // the state and output only
       complete &= c.score && c.tmax && c.texp && c.tsum && c.tpv;
       g.chains.push_back(c);
-      if (!c.full) g.score = c.score, g.tmax = c.tmax, g.texp = c.texp, g.tsum = c.tsum, g.tpv = c.tpv;
+      if (!c.full)
+        g.score = c.score, g.tmax = c.tmax, g.texp = c.texp, g.tsum = c.tsum, g.tpv = c.tpv;
     }
-    if (!complete || !g.score) continue;
+    if (!complete || !g.score)
+      continue;
     // Rows: tmax's indices but the tile; the query is the innermost of them.
     std::vector<std::string> rows(g.tmax->varNames.begin(), g.tmax->varNames.end() - 1);
-    if (!rows.empty()) g.queryVar = rows.back();
-    const std::string& last = o.varNames.empty() ? std::string() : o.varNames.back();
-    if (!last.empty() && std::find(rows.begin(), rows.end(), last) == rows.end()) g.valueVar = last;
+    if (!rows.empty())
+      g.queryVar = rows.back();
+    const std::string &last = o.varNames.empty() ? std::string() : o.varNames.back();
+    if (!last.empty() && std::find(rows.begin(), rows.end(), last) == rows.end())
+      g.valueVar = last;
     // Contractions: sums read by the scores (through pointwise definitions) over exactly the
     // score's indices, read by nothing outside the group.
-    std::vector<LoweredFunc*> frontier;
-    for (const OnlineChain& c : g.chains) frontier.push_back(c.score);
+    std::vector<LoweredFunc *> frontier;
+    for (const OnlineChain &c : g.chains)
+      frontier.push_back(c.score);
     for (int depth = 0; depth < 8 && !frontier.empty(); ++depth) {
-      std::vector<LoweredFunc*> next;
-      for (LoweredFunc* cur : frontier)
-        for (const std::string& rn : cur->reads) {
-          LoweredFunc* f = k.find(rn);
-          if (!f || f->isOutput) continue;
-          if (f->role == FuncRole::Define) next.push_back(f);
+      std::vector<LoweredFunc *> next;
+      for (LoweredFunc *cur : frontier)
+        for (const std::string &rn : cur->reads) {
+          LoweredFunc *f = k.find(rn);
+          if (!f || f->isOutput)
+            continue;
+          if (f->role == FuncRole::Define)
+            next.push_back(f);
           if (f->role == FuncRole::Reduction && f->reduceKind == "sum" && f->rvars.size() == 1 &&
               f->varNames == g.score->varNames &&
               std::find(g.contractions.begin(), g.contractions.end(), f) == g.contractions.end())
@@ -179,27 +223,36 @@ std::vector<OnlinePattern> findOnline(LoweredKernel& k) {
       frontier = next;
     }
     // Private: every reader is in the group, or a pointwise definition (inlined) whose readers are.
-    std::function<bool(const LoweredFunc*, int)> isPrivate = [&](const LoweredFunc* m, int depth) {
-      if (depth > 8 || m->isOutput) return false;
-      for (const LoweredFunc& f : k.funcs) {
-        if (std::find(f.reads.begin(), f.reads.end(), m->name) == f.reads.end()) continue;
-        if (f.definition == o.definition) continue;
-        if (f.role != FuncRole::Define || !isPrivate(&f, depth + 1)) return false;
+    std::function<bool(const LoweredFunc *, int)> isPrivate = [&](const LoweredFunc *m, int depth) {
+      if (depth > 8 || m->isOutput)
+        return false;
+      for (const LoweredFunc &f : k.funcs) {
+        if (std::find(f.reads.begin(), f.reads.end(), m->name) == f.reads.end())
+          continue;
+        if (f.definition == o.definition)
+          continue;
+        if (f.role != FuncRole::Define || !isPrivate(&f, depth + 1))
+          return false;
       }
       return true;
     };
-    g.contractions.erase(std::remove_if(g.contractions.begin(), g.contractions.end(), [&](LoweredFunc* c) { return !isPrivate(c, 0); }),
+    g.contractions.erase(std::remove_if(g.contractions.begin(), g.contractions.end(),
+                                        [&](LoweredFunc *c) { return !isPrivate(c, 0); }),
                          g.contractions.end());
-    const std::string key = g.score->varNames.empty() ? std::string() : g.score->varNames[g.texp->softmaxAxes[0]];
-    for (LoweredFunc* c : g.contractions)
-      for (const std::string& in : inputsReadWithVar(k, c->func.update_value(0), key))
-        if (std::find(g.keyInputs.begin(), g.keyInputs.end(), in) == g.keyInputs.end()) g.keyInputs.push_back(in);
-    for (LoweredFunc* c : g.contractions)
-      for (const std::string& fn : funcsReadWithVar(k, c->func.update_value(0), key)) {
-        const LoweredFunc* f = k.find(fn);
-        if (!f || f->definition == o.definition || std::find(g.contractions.begin(), g.contractions.end(), f) != g.contractions.end())
+    const std::string key =
+        g.score->varNames.empty() ? std::string() : g.score->varNames[g.texp->softmaxAxes[0]];
+    for (LoweredFunc *c : g.contractions)
+      for (const std::string &in : inputsReadWithVar(k, c->func.update_value(0), key))
+        if (std::find(g.keyInputs.begin(), g.keyInputs.end(), in) == g.keyInputs.end())
+          g.keyInputs.push_back(in);
+    for (LoweredFunc *c : g.contractions)
+      for (const std::string &fn : funcsReadWithVar(k, c->func.update_value(0), key)) {
+        const LoweredFunc *f = k.find(fn);
+        if (!f || f->definition == o.definition ||
+            std::find(g.contractions.begin(), g.contractions.end(), f) != g.contractions.end())
           continue;
-        if (std::find(g.keyFuncs.begin(), g.keyFuncs.end(), fn) == g.keyFuncs.end()) g.keyFuncs.push_back(fn);
+        if (std::find(g.keyFuncs.begin(), g.keyFuncs.end(), fn) == g.keyFuncs.end())
+          g.keyFuncs.push_back(fn);
       }
     groups.push_back(g);
   }

@@ -1,4 +1,5 @@
-// libFuzzer entry point for attnc's front end: lexer, parser, Sema, MLIRGen, the dialect passes and HalideGen (no Halide compile).
+// libFuzzer entry point for attnc's front end: lexer, parser, Sema, MLIRGen, the dialect passes and
+// HalideGen (no Halide compile).
 //
 // The input is the text of an .attn file. Lines at its very top may carry options that attnc
 // takes on the command line, as comments the DSL itself ignores, so that the fuzzer also reaches
@@ -45,7 +46,7 @@
 
 namespace {
 
-[[noreturn]] void finding(const std::string& what, const std::string& detail) {
+[[noreturn]] void finding(const std::string &what, const std::string &detail) {
   std::fprintf(stderr, "fuzz_frontend: FINDING: %s\n%s\n", what.c_str(), detail.c_str());
   std::fflush(stderr);
   std::abort();
@@ -56,9 +57,10 @@ namespace {
 struct Workspace {
   std::string dir, path;
   Workspace() {
-    const char* tmp = std::getenv("TMPDIR");
+    const char *tmp = std::getenv("TMPDIR");
     std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/attnc-fuzz-XXXXXX";
-    if (!mkdtemp(tmpl.data())) finding("cannot create a temporary directory", tmpl);
+    if (!mkdtemp(tmpl.data()))
+      finding("cannot create a temporary directory", tmpl);
     dir = tmpl;
     path = dir + "/input.attn";
   }
@@ -68,7 +70,7 @@ struct Workspace {
   }
 };
 
-Workspace& workspace() {
+Workspace &workspace() {
   static Workspace w;
   return w;
 }
@@ -77,13 +79,16 @@ Workspace& workspace() {
 // would let the fuzzer read arbitrary files of this machine (/proc/kmsg blocks, /dev/... never
 // ends), which says nothing about attnc. Strings have no escapes and end at a newline, so this
 // finds every string the lexer would see, and some inside comments (which are then also skipped).
-bool mayEscapeWorkspace(const std::string& text) {
+bool mayEscapeWorkspace(const std::string &text) {
   size_t pos = 0;
   while ((pos = text.find('"', pos)) != std::string::npos) {
     size_t end = text.find_first_of("\"\n", pos + 1);
-    std::string s = text.substr(pos + 1, end == std::string::npos ? std::string::npos : end - pos - 1);
-    if (s.find('/') != std::string::npos || s == "..") return true;
-    if (end == std::string::npos || text[end] == '\n') break;
+    std::string s =
+        text.substr(pos + 1, end == std::string::npos ? std::string::npos : end - pos - 1);
+    if (s.find('/') != std::string::npos || s == "..")
+      return true;
+    if (end == std::string::npos || text[end] == '\n')
+      break;
     pos = end + 1;
   }
   return false;
@@ -95,42 +100,64 @@ struct Options {
 };
 
 // -D values at and around every limit that integer and index arithmetic has.
-const char* const kDefineValues[] = {"0", "1", "-1", "2", "3", "7", "31", "32", "255", "65535", "65536", "46341",
-                                     "536870911", "536870912", "1073741823", "1073741824", "2147483646", "2147483647",
-                                     "-2147483647", "-2147483648", "2147483648", "1.5", "0.5", "1e30", "-1e-30",
-                                     "3.4028234e38"};
+const char *const kDefineValues[] = {
+    "0",           "1",           "-1",         "2",          "3",          "7",
+    "31",          "32",          "255",        "65535",      "65536",      "46341",
+    "536870911",   "536870912",   "1073741823", "1073741824", "2147483646", "2147483647",
+    "-2147483647", "-2147483648", "2147483648", "1.5",        "0.5",        "1e30",
+    "-1e-30",      "3.4028234e38"};
 // Kernel names: reserved ones of every kind, and ordinary ones.
-const char* const kKernelNames[] = {"memcpy", "write", "pthread_create", "halide_malloc", "halide_error", "main", "int",
-                                    "namespace", "errno", "cuInit", "x__y", "_K", "exp", "index", "k", "attn_fwd",
-                                    "cuda_allocation_pool", "expf"};
+const char *const kKernelNames[] = {"memcpy",
+                                    "write",
+                                    "pthread_create",
+                                    "halide_malloc",
+                                    "halide_error",
+                                    "main",
+                                    "int",
+                                    "namespace",
+                                    "errno",
+                                    "cuInit",
+                                    "x__y",
+                                    "_K",
+                                    "exp",
+                                    "index",
+                                    "k",
+                                    "attn_fwd",
+                                    "cuda_allocation_pool",
+                                    "expf"};
 
 // Applies the binary prefix (see the file comment) to `text`: adds the -D it selects to `opts` and
 // renames the first kernel. The file is parsed once on its own to find its constants and kernel.
-std::string applySelectors(const uint8_t* sel, std::string text, Options* opts) {
+std::string applySelectors(const uint8_t *sel, std::string text, Options *opts) {
   auto file = std::make_shared<attnc::dsl::SourceFile>();
   file->path = "selectors.attn";
   file->text = text;
   attnc::dsl::DiagEngine diags(file);
   std::unique_ptr<attnc::dsl::Module> m = attnc::dsl::Parser(*file, diags).parseModule(true);
-  if (!m || m->kernels.empty()) return text;
+  if (!m || m->kernels.empty())
+    return text;
   std::vector<std::string> consts;
-  for (const auto& k : m->kernels)
-    for (const auto& c : k->consts) consts.push_back(c.name);
+  for (const auto &k : m->kernels)
+    for (const auto &c : k->consts)
+      consts.push_back(c.name);
   if (sel[1] != 0xff && !consts.empty())
-    opts->fe.sema.defines.emplace_back(consts[sel[1] % consts.size()], kDefineValues[sel[0] % std::size(kDefineValues)]);
+    opts->fe.sema.defines.emplace_back(consts[sel[1] % consts.size()],
+                                       kDefineValues[sel[0] % std::size(kDefineValues)]);
   if (sel[2] != 0xff) {
-    const attnc::dsl::Kernel& k = *m->kernels[0];
+    const attnc::dsl::Kernel &k = *m->kernels[0];
     size_t pos = 0;
-    for (int line = 1; line < k.nameLoc.line && pos != std::string::npos; ++line) pos = text.find('\n', pos) + 1;
+    for (int line = 1; line < k.nameLoc.line && pos != std::string::npos; ++line)
+      pos = text.find('\n', pos) + 1;
     if (pos != std::string::npos && pos + k.nameLoc.col - 1 + k.name.size() <= text.size())
-      text.replace(pos + k.nameLoc.col - 1, k.name.size(), kKernelNames[sel[2] % std::size(kKernelNames)]);
+      text.replace(pos + k.nameLoc.col - 1, k.name.size(),
+                   kKernelNames[sel[2] % std::size(kKernelNames)]);
   }
   return text;
 }
 
 // Reads the option comment lines at the top of the input (see the file comment). Malformed
 // option values are skipped: the command-line parsers that check them are not under test here.
-Options parseOptions(const std::string& text) {
+Options parseOptions(const std::string &text) {
   Options o;
   std::istringstream in(text);
   std::string line;
@@ -142,18 +169,21 @@ Options parseOptions(const std::string& text) {
       std::string def;
       while (words >> def) {
         size_t eq = def.find('=');
-        if (eq != std::string::npos && eq > 0) o.fe.sema.defines.emplace_back(def.substr(0, eq), def.substr(eq + 1));
+        if (eq != std::string::npos && eq > 0)
+          o.fe.sema.defines.emplace_back(def.substr(0, eq), def.substr(eq + 1));
       }
     } else if (line[1] == 'S') {
       std::string err;
       std::map<std::string, int64_t> sizes;
-      if (attnc::parseSizes(rest, &sizes, &err)) o.passes.estimates = sizes;
+      if (attnc::parseSizes(rest, &sizes, &err))
+        o.passes.estimates = sizes;
     } else if (line[1] == 'O') {
       attnc::parseSampleOrder(rest, &o.passes.sampleOrder);
     } else if (line[1] == 'T') {
-      char* end = nullptr;
+      char *end = nullptr;
       long tile = std::strtol(rest.c_str(), &end, 10);
-      if (end != rest.c_str() && *end == '\0' && tile >= attnc::kMinOnlineTile && tile <= attnc::kMaxOnlineTile)
+      if (end != rest.c_str() && *end == '\0' && tile >= attnc::kMinOnlineTile &&
+          tile <= attnc::kMaxOnlineTile)
         o.passes.onlineTile = tile;
     } else if (rest == "off") {
       o.passes.onlineSoftmax = false;
@@ -166,21 +196,24 @@ Options parseOptions(const std::string& text) {
 // column (the input is readable, so the plain `error: cannot read` form cannot apply), except
 // those about a -D value, which has no place in the file. Checked by hand: libstdc++'s std::regex
 // recurses per character and overflows the stack on long lines.
-bool hasLocatedError(const std::string& diags) {
+bool hasLocatedError(const std::string &diags) {
   std::istringstream in(diags);
   std::string line;
-  auto number = [](const std::string& s, size_t end, size_t* start) {
+  auto number = [](const std::string &s, size_t end, size_t *start) {
     size_t b = end;
-    while (b > 0 && s[b - 1] >= '0' && s[b - 1] <= '9') --b;
+    while (b > 0 && s[b - 1] >= '0' && s[b - 1] <= '9')
+      --b;
     *start = b;
     return b < end && s[b] != '0';
   };
   while (std::getline(in, line)) {
     size_t e = line.find(": error: ");
-    if (e != std::string::npos && line.compare(e, 12, ": error: -D ") == 0) return true;
+    if (e != std::string::npos && line.compare(e, 12, ": error: -D ") == 0)
+      return true;
     size_t colStart, lineStart;
-    if (e == std::string::npos || !number(line, e, &colStart) || colStart == 0 || line[colStart - 1] != ':' ||
-        !number(line, colStart - 1, &lineStart) || lineStart < 2 || line[lineStart - 1] != ':')
+    if (e == std::string::npos || !number(line, e, &colStart) || colStart == 0 ||
+        line[colStart - 1] != ':' || !number(line, colStart - 1, &lineStart) || lineStart < 2 ||
+        line[lineStart - 1] != ':')
       continue;
     return true;
   }
@@ -189,22 +222,27 @@ bool hasLocatedError(const std::string& diags) {
 
 } // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // Large inputs only slow the fuzzer down; the limits that matter (nesting, tree height,
   // expansion size) are all reachable in far less.
-  if (size > 16384) return -1;
-  const uint8_t* selectors = nullptr;
-  if (size >= 4 && data[0] == 0x01) selectors = data + 1, data += 4, size -= 4;
-  std::string text(reinterpret_cast<const char*>(data), size);
-  if (mayEscapeWorkspace(text)) return -1;
+  if (size > 16384)
+    return -1;
+  const uint8_t *selectors = nullptr;
+  if (size >= 4 && data[0] == 0x01)
+    selectors = data + 1, data += 4, size -= 4;
+  std::string text(reinterpret_cast<const char *>(data), size);
+  if (mayEscapeWorkspace(text))
+    return -1;
   Options opts = parseOptions(text);
-  if (selectors) text = applySelectors(selectors, text, &opts);
+  if (selectors)
+    text = applySelectors(selectors, text, &opts);
 
-  Workspace& ws = workspace();
+  Workspace &ws = workspace();
   {
     std::ofstream out(ws.path, std::ios::binary | std::ios::trunc);
     out << text;
-    if (!out.flush()) finding("cannot write the input file", ws.path);
+    if (!out.flush())
+      finding("cannot write the input file", ws.path);
   }
 
   // The stages through attnc::Compilation, as the tools run them; its diagnostics are read and
@@ -218,27 +256,31 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::ostringstream err;
   attnc::Compilation comp(co, err);
   if (!comp.parse()) {
-    if (!hasLocatedError(err.str())) finding("input rejected without a file:line:col: error: diagnostic", err.str());
+    if (!hasLocatedError(err.str()))
+      finding("input rejected without a file:line:col: error: diagnostic", err.str());
     return 0;
   }
-  const attnc::FrontEnd& fe = comp.frontEnd();
+  const attnc::FrontEnd &fe = comp.frontEnd();
   {
     std::ostringstream ast;
     attnc::dsl::printModule(ast, *fe.module);
   }
-  for (const auto& k : fe.module->kernels)
+  for (const auto &k : fe.module->kernels)
     if (std::string why = attnc::dsl::reservedSymbolReason(k->name); !why.empty())
       finding("the front end accepted a reserved kernel name", k->name + ": " + why);
 
   err.str("");
-  if (!comp.generated()) finding("MLIRGen failed on a module that Sema accepted", err.str());
+  if (!comp.generated())
+    finding("MLIRGen failed on a module that Sema accepted", err.str());
   err.str("");
   mlir::ModuleOp module = comp.optimized();
   if (!module) {
-    if (!hasLocatedError(err.str())) finding("a pass failed without a located diagnostic", err.str());
+    if (!hasLocatedError(err.str()))
+      finding("a pass failed without a located diagnostic", err.str());
     return 0;
   }
-  if (mlir::failed(mlir::verify(module))) finding("the passes left IR that fails verification", "");
+  if (mlir::failed(mlir::verify(module)))
+    finding("the passes left IR that fails verification", "");
   {
     std::string s;
     llvm::raw_string_ostream os(s);
@@ -251,9 +293,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       attnc::LoweredKernel lk = attnc::lowerToHalide(kernel);
       (void)attnc::printAlgorithm(lk);
       (void)lk.pipeline();
-    } catch (const Halide::Error& e) {
+    } catch (const Halide::Error &e) {
       finding("Halide rejected a kernel that the front end accepted", e.what());
-    } catch (const std::exception& e) {
+    } catch (const std::exception &e) {
       finding("HalideGen rejected a kernel that the front end accepted", e.what());
     }
   }

@@ -43,7 +43,7 @@ using attnc_test::randn;
 struct Config {
   attnc_ref::DatConfig dat;
   attnc_test::Defines defines; // the -D the library was compiled with (empty: the file's constants)
-  const attnc::KernelDesc& (*desc)();
+  const attnc::KernelDesc &(*desc)();
 };
 
 const Config kDefault = {{1, 5, 2.0, 12, 3}, {}, attnc_kernels::dat_attn_default};
@@ -57,16 +57,17 @@ struct Shape {
 
 // Maps that are not square, offset maps of 2 to 7 rows, one and several heads per group, head
 // sizes 1 to 4 (C = 12 with 12 heads).
-std::vector<Shape> shapes(const Config& c) {
-  if (c.desc == kDefault.desc) return {{1, 6, 6, 24}, {2, 5, 7, 12}};
+std::vector<Shape> shapes(const Config &c) {
+  if (c.desc == kDefault.desc)
+    return {{1, 6, 6, 24}, {2, 5, 7, 12}};
   return {{2, 6, 7, 8}, {1, 5, 5, 16}, {1, 9, 4, 8}};
 }
 
-std::string label(const Config& c, const Shape& s, const std::string& what) {
+std::string label(const Config &c, const Shape &s, const std::string &what) {
   std::ostringstream os;
-  os << "dat_attn r=" << c.dat.stride << " ks=" << c.dat.ksize << " orf=" << c.dat.orf << " nh=" << c.dat.heads
-     << " ng=" << c.dat.groups << " (" << s.B << "," << s.Y << "," << s.X << "," << s.C << ") Hk x Wk "
-     << c.dat.keys(s.Y) << "x" << c.dat.keys(s.X) << what;
+  os << "dat_attn r=" << c.dat.stride << " ks=" << c.dat.ksize << " orf=" << c.dat.orf
+     << " nh=" << c.dat.heads << " ng=" << c.dat.groups << " (" << s.B << "," << s.Y << "," << s.X
+     << "," << s.C << ") Hk x Wk " << c.dat.keys(s.Y) << "x" << c.dat.keys(s.X) << what;
   return os.str();
 }
 
@@ -77,50 +78,54 @@ enum { kX, kWq, kBq, kWdw, kBdw, kLnG, kLnB, kWoff, kWk, kBk, kWv, kBv, kRpe, kW
 // The 15 inputs in the kernel's order: x ~ N(0, 1), 1x1-conv weights ~ N(0, 1/C), depthwise
 // weights ~ N(0, .5^2), LayerNorm gain ~ N(1, .1^2), w_off ~ N(0, offScale^2), rpe ~ N(0, 1),
 // biases ~ N(0, .1^2).
-std::vector<In> inputs(const Config& c, const Shape& s, unsigned seed, float offScale = 1.f) {
+std::vector<In> inputs(const Config &c, const Shape &s, unsigned seed, float offScale = 1.f) {
   const int C = s.C, Cg = C / c.dat.groups, K = c.dat.ksize;
   const float ws = 1.f / std::sqrt((float)C);
-  return {randn({s.B, s.Y, s.X, C}, seed + 1),                               // x
-          randn({C, C}, seed + 2, 0.f, ws),                                  // w_q
-          randn({C}, seed + 3, 0.f, .1f),                                    // b_q
-          randn({Cg, K, K}, seed + 4, 0.f, .5f),                             // w_dw
-          randn({Cg}, seed + 5, 0.f, .1f),                                   // b_dw
-          randn({Cg}, seed + 6, 1.f, .1f),                                   // ln_g
-          randn({Cg}, seed + 7, 0.f, .1f),                                   // ln_b
-          randn({2, Cg}, seed + 8, 0.f, offScale),                           // w_off
-          randn({C, C}, seed + 9, 0.f, ws),                                  // w_k
-          randn({C}, seed + 10, 0.f, .1f),                                   // b_k
-          randn({C, C}, seed + 11, 0.f, ws),                                 // w_v
-          randn({C}, seed + 12, 0.f, .1f),                                   // b_v
-          randn({c.dat.heads, 2 * s.Y - 1, 2 * s.X - 1}, seed + 13),         // rpe
-          randn({C, C}, seed + 14, 0.f, ws),                                 // w_o
-          randn({C}, seed + 15, 0.f, .1f)};                                  // b_o
+  return {randn({s.B, s.Y, s.X, C}, seed + 1),                       // x
+          randn({C, C}, seed + 2, 0.f, ws),                          // w_q
+          randn({C}, seed + 3, 0.f, .1f),                            // b_q
+          randn({Cg, K, K}, seed + 4, 0.f, .5f),                     // w_dw
+          randn({Cg}, seed + 5, 0.f, .1f),                           // b_dw
+          randn({Cg}, seed + 6, 1.f, .1f),                           // ln_g
+          randn({Cg}, seed + 7, 0.f, .1f),                           // ln_b
+          randn({2, Cg}, seed + 8, 0.f, offScale),                   // w_off
+          randn({C, C}, seed + 9, 0.f, ws),                          // w_k
+          randn({C}, seed + 10, 0.f, .1f),                           // b_k
+          randn({C, C}, seed + 11, 0.f, ws),                         // w_v
+          randn({C}, seed + 12, 0.f, .1f),                           // b_v
+          randn({c.dat.heads, 2 * s.Y - 1, 2 * s.X - 1}, seed + 13), // rpe
+          randn({C, C}, seed + 14, 0.f, ws),                         // w_o
+          randn({C}, seed + 15, 0.f, .1f)};                          // b_o
 }
 
-attnc_ref::DatWeights weights(const std::vector<In>& in) {
-  return {in[kWq].fp(), in[kBq].fp(), in[kWdw].fp(), in[kBdw].fp(), in[kLnG].fp(), in[kLnB].fp(), in[kWoff].fp(),
-          in[kWk].fp(), in[kBk].fp(), in[kWv].fp(),  in[kBv].fp(),  in[kRpe].fp(), in[kWo].fp(),  in[kBo].fp()};
+attnc_ref::DatWeights weights(const std::vector<In> &in) {
+  return {in[kWq].fp(),  in[kBq].fp(),   in[kWdw].fp(), in[kBdw].fp(), in[kLnG].fp(),
+          in[kLnB].fp(), in[kWoff].fp(), in[kWk].fp(),  in[kBk].fp(),  in[kWv].fp(),
+          in[kBv].fp(),  in[kRpe].fp(),  in[kWo].fp(),  in[kBo].fp()};
 }
 
 // --- the common check --------------------------------------------------------------------------
 
-Outcome check(const Config& c, const Shape& s, const std::vector<In>& in, const std::string& what) {
+Outcome check(const Config &c, const Shape &s, const std::vector<In> &in, const std::string &what) {
   std::string err;
-  const attnc::dsl::Kernel* k = attnc_test::interpreterKernel("dat_attn.attn", "dat_attn", c.defines, &err);
-  return attnc_test::checkKernel(c.desc(), k, err, in, {s.B, s.Y, s.X, s.C},
-                                 [&](auto tag) {
-                                   using T = decltype(tag);
-                                   return attnc_ref::datAttn<T>(in[kX].fp(), weights(in), s.B, s.Y, s.X, s.C, c.dat);
-                                 },
-                                 label(c, s, what));
+  const attnc::dsl::Kernel *k =
+      attnc_test::interpreterKernel("dat_attn.attn", "dat_attn", c.defines, &err);
+  return attnc_test::checkKernel(
+      c.desc(), k, err, in, {s.B, s.Y, s.X, s.C},
+      [&](auto tag) {
+        using T = decltype(tag);
+        return attnc_ref::datAttn<T>(in[kX].fp(), weights(in), s.B, s.Y, s.X, s.C, c.dat);
+      },
+      label(c, s, what));
 }
 
 // --- tests -------------------------------------------------------------------------------------
 
 TEST(DatNumerics, RandomInputs) {
   unsigned seed = 100;
-  for (const Config* c : {&kDefault, &kStride2})
-    for (const Shape& s : shapes(*c)) check(*c, s, inputs(*c, s, seed += 20), "");
+  for (const Config *c : {&kDefault, &kStride2})
+    for (const Shape &s : shapes(*c))
+      check(*c, s, inputs(*c, s, seed += 20), "");
 }
 
 // w_off x60: tanh saturates to exactly +-1, so with orf = 3 the points sit at reference +- 3 /
@@ -128,7 +133,7 @@ TEST(DatNumerics, RandomInputs) {
 // several pixels outside it, for the keys and for the rpe table (displacements beyond +-1).
 TEST(DatNumerics, SaturatedOffsetsOnAndBeyondBorders) {
   unsigned seed = 200;
-  for (const Shape& s : shapes(kStride2)) {
+  for (const Shape &s : shapes(kStride2)) {
     const std::vector<In> in = inputs(kStride2, s, seed += 20, 60.f);
     check(kStride2, s, in, " w_off x60");
     std::vector<double> pos;
@@ -138,11 +143,12 @@ TEST(DatNumerics, SaturatedOffsetsOnAndBeyondBorders) {
       onBorder += std::abs(std::abs(p) - 1.0) < 1e-6;
       outside += std::abs(p) > 1.0 + 1e-6;
     }
-    std::printf("[ borders  ] %s: %d of %zu coordinates on a border, %d outside\n", label(kStride2, s, "").c_str(),
-                onBorder, pos.size(), outside);
+    std::printf("[ borders  ] %s: %d of %zu coordinates on a border, %d outside\n",
+                label(kStride2, s, "").c_str(), onBorder, pos.size(), outside);
     EXPECT_GT(outside, 0) << label(kStride2, s, "") << ": no sampling point outside the map";
     // Hk = 3 (Y = 6 or 5): reference (i + .5) - 1 in {-.5, .5, 1.5} and offsets +-1.5 give +-1.
-    if (kStride2.dat.keys(s.Y) == 3) EXPECT_GT(onBorder, 0) << label(kStride2, s, "") << ": no point on a border";
+    if (kStride2.dat.keys(s.Y) == 3)
+      EXPECT_GT(onBorder, 0) << label(kStride2, s, "") << ": no point on a border";
   }
 }
 
@@ -150,12 +156,14 @@ TEST(DatNumerics, SaturatedOffsetsOnAndBeyondBorders) {
 // column ((Hk - .5) / (Hk - 1) * 2 - 1 > 1); large rpe values make the bias dominate the scores.
 TEST(DatNumerics, ZeroOffsetsAndLargeBias) {
   unsigned seed = 300;
-  for (const Config* c : {&kDefault, &kStride2}) {
+  for (const Config *c : {&kDefault, &kStride2}) {
     const Shape s = shapes(*c)[0];
     std::vector<In> in = inputs(*c, s, seed += 20);
-    for (float& e : in[kWoff].f) e = 0.f;
+    for (float &e : in[kWoff].f)
+      e = 0.f;
     check(*c, s, in, " w_off=0");
-    for (float& e : in[kRpe].f) e *= 8.f;
+    for (float &e : in[kRpe].f)
+      e *= 8.f;
     check(*c, s, in, " w_off=0 rpe x8");
   }
 }
@@ -169,16 +177,16 @@ TEST(DatNumerics, ReferenceGridSampleHandValues) {
     double gy, gx, expect;
   };
   const Case cases[] = {
-      {-1, -1, 1},            // the top-left pixel centre
-      {1, 1, 6},              // the bottom-right pixel centre
-      {0, 0, 3.5},            // y = .5 between rows, x = 1: (2 + 5) / 2
-      {-1, .5, 2.5},          // x = 1.5: between 2 and 3
-      {1, -2, 0},             // x = -1: a whole pixel outside
-      {-1, -1.5, .5},         // x = -.5: half of pixel (0, 0)
-      {3, 1, 0},              // y = 2: a whole row below
-      {2, 1, 3},              // y = 1.5: half of pixel (1, 2)
+      {-1, -1, 1},    // the top-left pixel centre
+      {1, 1, 6},      // the bottom-right pixel centre
+      {0, 0, 3.5},    // y = .5 between rows, x = 1: (2 + 5) / 2
+      {-1, .5, 2.5},  // x = 1.5: between 2 and 3
+      {1, -2, 0},     // x = -1: a whole pixel outside
+      {-1, -1.5, .5}, // x = -.5: half of pixel (0, 0)
+      {3, 1, 0},      // y = 2: a whole row below
+      {2, 1, 3},      // y = 1.5: half of pixel (1, 2)
   };
-  for (const Case& c : cases)
+  for (const Case &c : cases)
     EXPECT_NEAR(attnc_ref::dat_detail::gridSampleAC<double>(at, 2, 3, c.gy, c.gx), c.expect, 1e-12)
         << "at (" << c.gy << ", " << c.gx << ")";
 }
@@ -189,12 +197,12 @@ TEST(DatNumerics, ReferenceGridSampleHandValues) {
 // requirement, or Halide's bounds error where the kernel would read an input past its end (an rpe
 // with fewer heads than nh), instead of computing garbage.
 TEST(DatNumerics, BadShapesAreErrors) {
-  const Config& c = kStride2; // ks = 3, nh = 4, ng = 2
+  const Config &c = kStride2; // ks = 3, nh = 4, ng = 2
   struct Case {
-    const char* what;
+    const char *what;
     Shape s;
     int Cg, K, heads, Ty, Tx;
-    const char* message; // null: Halide's bounds check on an input fires before the requirement
+    const char *message; // null: Halide's bounds check on an input fires before the requirement
   };
   const Case cases[] = {
       {"rpe 2H x 2W", {1, 6, 7, 8}, 4, 3, 4, 12, 14, "rpe must be [nh, 2Y - 1, 2X - 1]"},
@@ -206,23 +214,39 @@ TEST(DatNumerics, BadShapesAreErrors) {
       {"a 2-row map: Hk = 1", {1, 2, 7, 8}, 4, 3, 4, 3, 13, "conv_offset's output Hk x Wk"},
       {"a 1-column map", {1, 6, 1, 8}, 4, 3, 4, 11, 1, "the map needs 2 rows and 2 columns"},
   };
-  for (const Case& k : cases) {
-    const Shape& s = k.s;
-    const std::vector<std::vector<int64_t>> inShapes = {
-        {s.B, s.Y, s.X, s.C}, {s.C, s.C}, {s.C}, {k.Cg, k.K, k.K}, {k.Cg}, {k.Cg}, {k.Cg}, {2, k.Cg},
-        {s.C, s.C}, {s.C}, {s.C, s.C}, {s.C}, {k.heads, k.Ty, k.Tx}, {s.C, s.C}, {s.C}};
+  for (const Case &k : cases) {
+    const Shape &s = k.s;
+    const std::vector<std::vector<int64_t>> inShapes = {{s.B, s.Y, s.X, s.C},
+                                                        {s.C, s.C},
+                                                        {s.C},
+                                                        {k.Cg, k.K, k.K},
+                                                        {k.Cg},
+                                                        {k.Cg},
+                                                        {k.Cg},
+                                                        {2, k.Cg},
+                                                        {s.C, s.C},
+                                                        {s.C},
+                                                        {s.C, s.C},
+                                                        {s.C},
+                                                        {k.heads, k.Ty, k.Tx},
+                                                        {s.C, s.C},
+                                                        {s.C}};
     std::vector<std::vector<float>> data;
     std::vector<attnc::TensorView> views;
-    for (const auto& sh : inShapes) data.emplace_back(numel(sh), .5f);
-    for (size_t i = 0; i < inShapes.size(); ++i) views.push_back(attnc::TensorView::f32(data[i].data(), inShapes[i]));
+    for (const auto &sh : inShapes)
+      data.emplace_back(numel(sh), .5f);
+    for (size_t i = 0; i < inShapes.size(); ++i)
+      views.push_back(attnc::TensorView::f32(data[i].data(), inShapes[i]));
     std::vector<float> out(numel({s.B, s.Y, s.X, s.C}), std::numeric_limits<float>::quiet_NaN());
-    const attnc::Status st = attnc::call(c.desc(), views, {attnc::TensorView::f32(out.data(), {s.B, s.Y, s.X, s.C})});
+    const attnc::Status st =
+        attnc::call(c.desc(), views, {attnc::TensorView::f32(out.data(), {s.B, s.Y, s.X, s.C})});
     EXPECT_FALSE(st.ok()) << k.what;
     if (k.message) {
       EXPECT_THAT(st.message(), ::testing::HasSubstr("requirement failed")) << k.what;
       EXPECT_THAT(st.message(), ::testing::HasSubstr(k.message)) << k.what;
     }
-    std::printf("[ require  ] dat_attn %-24s -> %s\n", k.what, st.ok() ? "ok (!)" : st.message().c_str());
+    std::printf("[ require  ] dat_attn %-24s -> %s\n", k.what,
+                st.ok() ? "ok (!)" : st.message().c_str());
   }
 }
 

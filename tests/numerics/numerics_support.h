@@ -1,4 +1,5 @@
-// Shared by the numerics tests: inputs, the variants for the fp64 interpreter, and the common check.
+// Shared by the numerics tests: inputs, the variants for the fp64 interpreter, and the common
+// check.
 #pragma once
 
 #include "attnc/dsl/FrontEnd.h"
@@ -28,8 +29,9 @@ using Defines = std::vector<std::pair<std::string, std::string>>;
 
 // The checked kernel `kernel` of dsl/variants/<file> compiled with `defines`; null with a
 // message in `err` if the file does not load or has no such kernel.
-inline const attnc::dsl::Kernel* interpreterKernel(const std::string& file, const std::string& kernel,
-                                                   const Defines& defines, std::string* err) {
+inline const attnc::dsl::Kernel *interpreterKernel(const std::string &file,
+                                                   const std::string &kernel,
+                                                   const Defines &defines, std::string *err) {
   static std::map<std::pair<std::string, Defines>, attnc::dsl::LoadedModule> modules;
   auto key = std::make_pair(file, defines);
   auto it = modules.find(key);
@@ -41,36 +43,40 @@ inline const attnc::dsl::Kernel* interpreterKernel(const std::string& file, cons
     const std::string path = std::string(ATTNC_VARIANTS_DIR) + "/" + file;
     if (!attnc::dsl::loadModule(path, opts, diags, &loaded) || !loaded.module) {
       std::string d;
-      for (const auto& [n, v] : defines) d += " -D " + n + "=" + v;
+      for (const auto &[n, v] : defines)
+        d += " -D " + n + "=" + v;
       *err = "cannot load " + path + d + ":\n" + diags.str();
       return nullptr;
     }
     it = modules.emplace(key, std::move(loaded)).first;
   }
-  for (const auto& k : it->second.module->kernels)
-    if (k->name == kernel) return k.get();
+  for (const auto &k : it->second.module->kernels)
+    if (k->name == kernel)
+      return k.get();
   *err = "no kernel '" + kernel + "' in " + file;
   return nullptr;
 }
-
 
 // Runs the fp64 interpreter on kernel `k` (null when loading failed, with `loadErr`) and checks
 // its single output: the shape `outShape`, finite values and a distance of at most `tol` from the
 // fp64 reference `ref`. Returns that distance (-1 when there is no output to compare) and stores
 // the output in `out`.
-inline double checkInterpreter(const attnc::dsl::Kernel* k, const std::string& loadErr,
-                               const std::vector<attnc::dsl::RefTensor>& inputs, const std::vector<int64_t>& outShape,
-                               const std::vector<double>& ref, double tol, const std::string& label,
-                               std::vector<double>* out) {
+inline double checkInterpreter(const attnc::dsl::Kernel *k, const std::string &loadErr,
+                               const std::vector<attnc::dsl::RefTensor> &inputs,
+                               const std::vector<int64_t> &outShape, const std::vector<double> &ref,
+                               double tol, const std::string &label, std::vector<double> *out) {
   EXPECT_NE(k, nullptr) << label << ": " << loadErr;
-  if (!k) return -1;
+  if (!k)
+    return -1;
   std::vector<attnc::dsl::RefTensor> outs;
   std::string err;
   const bool ok = attnc::dsl::interpret(*k, inputs, &outs, &err);
   EXPECT_TRUE(ok) << label << ": interpreter: " << err;
-  if (!ok) return -1;
+  if (!ok)
+    return -1;
   if (outs.size() != 1 || outs[0].shape != outShape || outs[0].data.size() != ref.size()) {
-    ADD_FAILURE() << label << ": interpreter returned " << outs.size() << " outputs of the wrong shape";
+    ADD_FAILURE() << label << ": interpreter returned " << outs.size()
+                  << " outputs of the wrong shape";
     return -1;
   }
   *out = outs[0].data;
@@ -85,10 +91,10 @@ inline double checkInterpreter(const attnc::dsl::Kernel* k, const std::string& l
   return err2;
 }
 
-
-inline size_t numel(const std::vector<int64_t>& shape) {
+inline size_t numel(const std::vector<int64_t> &shape) {
   size_t n = 1;
-  for (int64_t d : shape) n *= (size_t)d;
+  for (int64_t d : shape)
+    n *= (size_t)d;
   return n;
 }
 
@@ -100,8 +106,8 @@ struct In {
   bool isInt = false;
 
   size_t numel() const { return attnc_test::numel(shape); }
-  const float* fp() const { return f.data(); }
-  const int32_t* ip() const { return i.data(); }
+  const float *fp() const { return f.data(); }
+  const int32_t *ip() const { return i.data(); }
 };
 
 // f32 entries of the given shape drawn from `dist`, seeded.
@@ -110,7 +116,8 @@ template <typename Dist> In drawn(std::vector<int64_t> shape, unsigned seed, Dis
   In t;
   t.shape = std::move(shape);
   t.f.resize(t.numel());
-  for (float& e : t.f) e = dist(rng);
+  for (float &e : t.f)
+    e = dist(rng);
   return t;
 }
 
@@ -135,17 +142,18 @@ inline In ints(std::vector<int64_t> shape, std::vector<int32_t> values) {
 }
 
 // Views of `ins` for attnc::call (they point into `ins`, which must outlive them).
-inline std::vector<attnc::TensorView> viewsOf(std::vector<In>& ins) {
+inline std::vector<attnc::TensorView> viewsOf(std::vector<In> &ins) {
   std::vector<attnc::TensorView> views;
-  for (In& t : ins)
-    views.push_back(t.isInt ? attnc::TensorView::i32(t.i.data(), t.shape) : attnc::TensorView::f32(t.f.data(), t.shape));
+  for (In &t : ins)
+    views.push_back(t.isInt ? attnc::TensorView::i32(t.i.data(), t.shape)
+                            : attnc::TensorView::f32(t.f.data(), t.shape));
   return views;
 }
 
 // `ins` as the reference interpreter's inputs.
-inline std::vector<attnc::dsl::RefTensor> refTensorsOf(const std::vector<In>& ins) {
+inline std::vector<attnc::dsl::RefTensor> refTensorsOf(const std::vector<In> &ins) {
   std::vector<attnc::dsl::RefTensor> out;
-  for (const In& t : ins) {
+  for (const In &t : ins) {
     attnc::dsl::RefTensor rt;
     rt.shape = t.shape;
     rt.isInt = t.isInt;
@@ -162,28 +170,36 @@ inline std::vector<attnc::dsl::RefTensor> refTensorsOf(const std::vector<In>& in
 // with a CUDA device it must match the fp64 reference within the same tolerance as the CPU
 // kernel; without one, calling it must fail cleanly with "no CUDA device" and leave the output
 // untouched. Returns a note for the summary line.
-inline std::string checkCudaTwin(const attnc::KernelDesc& desc, const std::vector<attnc::TensorView>& views,
-                                 const std::vector<int64_t>& outShape, const std::vector<double>& ref, double tol,
-                                 const std::string& label) {
+inline std::string checkCudaTwin(const attnc::KernelDesc &desc,
+                                 const std::vector<attnc::TensorView> &views,
+                                 const std::vector<int64_t> &outShape,
+                                 const std::vector<double> &ref, double tol,
+                                 const std::string &label) {
 #ifdef ATTNC_CUDA_TWIN_TARGET
-  const attnc::KernelDesc* twin = attnc::Registry::global().find(std::string(desc.name) + "_cuda", ATTNC_CUDA_TWIN_TARGET);
-  if (!twin) return "";
+  const attnc::KernelDesc *twin =
+      attnc::Registry::global().find(std::string(desc.name) + "_cuda", ATTNC_CUDA_TWIN_TARGET);
+  if (!twin)
+    return "";
   const size_t n = numel(outShape);
   std::string why;
   if (!attnc::cuda_device_available(&why)) {
     std::vector<float> out(n, -7.f);
     attnc::Status st = attnc::call(*twin, views, {attnc::TensorView::f32(out.data(), outShape)});
     EXPECT_FALSE(st.ok()) << label << ": the CUDA build ran without a device";
-    EXPECT_NE(st.message().find("no CUDA device"), std::string::npos) << label << ": " << st.message();
-    for (float x : out) EXPECT_EQ(x, -7.f) << label << ": the CUDA build wrote its output without a device";
+    EXPECT_NE(st.message().find("no CUDA device"), std::string::npos)
+        << label << ": " << st.message();
+    for (float x : out)
+      EXPECT_EQ(x, -7.f) << label << ": the CUDA build wrote its output without a device";
     return "  GPU skipped";
   }
   std::vector<float> out(n, std::numeric_limits<float>::quiet_NaN());
   attnc::Status st = attnc::call(*twin, views, {attnc::TensorView::f32(out.data(), outShape)});
   EXPECT_TRUE(st.ok()) << label << " (CUDA): " << st.message();
-  if (!st.ok()) return "  GPU failed";
+  if (!st.ok())
+    return "  GPU failed";
   size_t nonFinite = 0;
-  for (float x : out) nonFinite += !std::isfinite(x);
+  for (float x : out)
+    nonFinite += !std::isfinite(x);
   EXPECT_EQ(nonFinite, 0u) << label << " (CUDA): non-finite (or unwritten) outputs";
   const double err = attnc_ref::maxAbsDiff(out, ref);
   EXPECT_LE(err, tol) << label << " (CUDA): GPU kernel vs fp64 reference";
@@ -209,8 +225,9 @@ struct Outcome {
 // in fp64 and fp32, and the interpreter on `k` (null when loading failed, with `loadErr`);
 // checks finiteness and agreement within attnc_ref::tolerance, and prints one summary line.
 template <typename RefFn>
-Outcome checkKernel(const attnc::KernelDesc& desc, const attnc::dsl::Kernel* k, const std::string& loadErr,
-                    std::vector<In> ins, const std::vector<int64_t>& outShape, RefFn ref, const std::string& label) {
+Outcome checkKernel(const attnc::KernelDesc &desc, const attnc::dsl::Kernel *k,
+                    const std::string &loadErr, std::vector<In> ins,
+                    const std::vector<int64_t> &outShape, RefFn ref, const std::string &label) {
   Outcome r;
   const size_t n = numel(outShape);
 
@@ -221,7 +238,8 @@ Outcome checkKernel(const attnc::KernelDesc& desc, const attnc::dsl::Kernel* k, 
   EXPECT_EQ(plain.size(), n) << label << ": fp32 reference size";
   const double plainErr = attnc_ref::maxAbsDiff(plain, r.ref);
   r.tol = attnc_ref::tolerance(plainErr);
-  for (double x : r.ref) EXPECT_TRUE(std::isfinite(x)) << label << ": the fp64 reference is not finite";
+  for (double x : r.ref)
+    EXPECT_TRUE(std::isfinite(x)) << label << ": the fp64 reference is not finite";
 
   r.aot.assign(n, std::numeric_limits<float>::quiet_NaN());
   std::vector<attnc::TensorView> views = viewsOf(ins);
@@ -231,25 +249,29 @@ Outcome checkKernel(const attnc::KernelDesc& desc, const attnc::dsl::Kernel* k, 
   if (st.ok()) {
     r.ran = true;
     size_t nonFinite = 0;
-    for (float x : r.aot) nonFinite += !std::isfinite(x);
+    for (float x : r.aot)
+      nonFinite += !std::isfinite(x);
     EXPECT_EQ(nonFinite, 0u) << label << ": non-finite (or unwritten) outputs of the AOT kernel";
     aotErr = attnc_ref::maxAbsDiff(r.aot, r.ref);
-    EXPECT_LE(aotErr, r.tol) << label << ": AOT kernel vs fp64 reference (plain fp32 error " << plainErr << ")";
+    EXPECT_LE(aotErr, r.tol) << label << ": AOT kernel vs fp64 reference (plain fp32 error "
+                             << plainErr << ")";
   }
 
-  const double interpErr = checkInterpreter(k, loadErr, refTensorsOf(ins), outShape, r.ref, r.tol, label, &r.interp);
+  const double interpErr =
+      checkInterpreter(k, loadErr, refTensorsOf(ins), outShape, r.ref, r.tol, label, &r.interp);
   const std::string gpu = checkCudaTwin(desc, views, outShape, r.ref, r.tol, label);
-  std::printf("[ numerics ] %-60s AOT err %.3g  interp err %.3g  tol %.3g%s\n", label.c_str(), aotErr, interpErr, r.tol,
-              gpu.c_str());
+  std::printf("[ numerics ] %-60s AOT err %.3g  interp err %.3g  tol %.3g%s\n", label.c_str(),
+              aotErr, interpErr, r.tol, gpu.c_str());
   return r;
 }
 
 // checkKernel with the interpreter on kernel `kernel` of dsl/variants/<file>, without -D.
 template <typename RefFn>
-Outcome check(const attnc::KernelDesc& desc, const std::string& file, const std::string& kernel, std::vector<In> ins,
-              const std::vector<int64_t>& outShape, RefFn ref, const std::string& label) {
+Outcome check(const attnc::KernelDesc &desc, const std::string &file, const std::string &kernel,
+              std::vector<In> ins, const std::vector<int64_t> &outShape, RefFn ref,
+              const std::string &label) {
   std::string err;
-  const attnc::dsl::Kernel* k = interpreterKernel(file, kernel, {}, &err);
+  const attnc::dsl::Kernel *k = interpreterKernel(file, kernel, {}, &err);
   return checkKernel(desc, k, err, std::move(ins), outShape, ref, label);
 }
 
@@ -260,8 +282,9 @@ Outcome check(const attnc::KernelDesc& desc, const std::string& file, const std:
 TEST(GpuTwins, CudaDevice) {
   std::string why;
   if (!attnc::cuda_device_available(&why))
-    GTEST_SKIP() << "no CUDA device (" << why << "): the CUDA builds of this binary's kernels (target "
-                 << ATTNC_CUDA_TWIN_TARGET << ") were compiled and checked to fail cleanly, not run";
+    GTEST_SKIP() << "no CUDA device (" << why
+                 << "): the CUDA builds of this binary's kernels (target " << ATTNC_CUDA_TWIN_TARGET
+                 << ") were compiled and checked to fail cleanly, not run";
   std::printf("[ gpu      ] %s: the CUDA builds run on the device\n", why.c_str());
 }
 #endif

@@ -18,7 +18,7 @@ struct Shape {
   int B, H, Nq, Nk, D;
 };
 
-std::ostream& operator<<(std::ostream& os, const Shape& s) {
+std::ostream &operator<<(std::ostream &os, const Shape &s) {
   return os << "B" << s.B << "_H" << s.H << "_Nq" << s.Nq << "_Nk" << s.Nk << "_D" << s.D;
 }
 
@@ -26,11 +26,13 @@ std::vector<float> randomTensor(size_t n, unsigned seed, float scale = 1.f) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> dist(0.f, scale);
   std::vector<float> t(n);
-  for (float& x : t) x = dist(rng);
+  for (float &x : t)
+    x = dist(rng);
   return t;
 }
 
-class SdpaNumerics : public ::testing::TestWithParam<std::tuple<Shape, const attnc::KernelDesc*>> {};
+class SdpaNumerics : public ::testing::TestWithParam<std::tuple<Shape, const attnc::KernelDesc *>> {
+};
 
 TEST_P(SdpaNumerics, MatchesFp64Reference) {
   auto [s, kernel] = GetParam();
@@ -51,21 +53,29 @@ TEST_P(SdpaNumerics, MatchesFp64Reference) {
   // sdpa_auto's CUDA build (sdpa_auto_cuda) on the same inputs, where a device is present.
   std::ostringstream label;
   label << kernel->name << " " << s;
-  attnc_test::checkCudaTwin(*kernel, {attnc::TensorView::f32(q.data(), {s.B, s.H, s.Nq, s.D}), attnc::TensorView::f32(k.data(), {s.B, s.H, s.Nk, s.D}),
-                                      attnc::TensorView::f32(v.data(), {s.B, s.H, s.Nk, s.D})},
+  attnc_test::checkCudaTwin(*kernel,
+                            {attnc::TensorView::f32(q.data(), {s.B, s.H, s.Nq, s.D}),
+                             attnc::TensorView::f32(k.data(), {s.B, s.H, s.Nk, s.D}),
+                             attnc::TensorView::f32(v.data(), {s.B, s.H, s.Nk, s.D})},
                             {s.B, s.H, s.Nq, s.D}, ref, tol, label.str());
 }
 
 // Shapes: tile multiples; N not a multiple of the 4-row or 16-key tiles; Nq != Nk both ways;
 // a single query and a single key; head dims that are not a multiple of the vector width.
 const Shape kShapes[] = {
-    {1, 2, 64, 64, 64}, {2, 3, 37, 53, 16}, {1, 2, 100, 7, 32}, {1, 1, 1, 1, 8},
-    {2, 1, 5, 130, 24}, {1, 4, 129, 129, 64}, {1, 1, 3, 1000, 3},
+    {1, 2, 64, 64, 64},
+    {2, 3, 37, 53, 16},
+    {1, 2, 100, 7, 32},
+    {1, 1, 1, 1, 8},
+    {2, 1, 5, 130, 24},
+    {1, 4, 129, 129, 64},
+    {1, 1, 3, 1000, 3},
     // Head dimensions the online schedule specialises for, with a partial last key tile.
-    {1, 2, 37, 300, 128}, {1, 1, 70, 257, 64},
+    {1, 2, 37, 300, 128},
+    {1, 1, 70, 257, 64},
 };
 
-std::string testName(const ::testing::TestParamInfo<SdpaNumerics::ParamType>& info) {
+std::string testName(const ::testing::TestParamInfo<SdpaNumerics::ParamType> &info) {
   std::ostringstream os;
   os << std::get<1>(info.param)->name << "_" << std::get<0>(info.param);
   return os.str();
@@ -73,7 +83,8 @@ std::string testName(const ::testing::TestParamInfo<SdpaNumerics::ParamType>& in
 
 INSTANTIATE_TEST_SUITE_P(Scheduled, SdpaNumerics,
                          ::testing::Combine(::testing::ValuesIn(kShapes),
-                                            ::testing::Values(&attnc_kernels::sdpa_auto(), &attnc_kernels::sdpa_generic(),
+                                            ::testing::Values(&attnc_kernels::sdpa_auto(),
+                                                              &attnc_kernels::sdpa_generic(),
                                                               &attnc_kernels::sdpa_unfused())),
                          testName);
 
@@ -88,15 +99,18 @@ INSTANTIATE_TEST_SUITE_P(Unscheduled, SdpaNumerics,
 // Softmax must subtract the row max: scores near 1e4 would overflow exp() otherwise.
 TEST(SdpaNumerics, LargeScoresStayFinite) {
   const int B = 1, H = 1, N = 33, D = 16;
-  auto q = randomTensor(N * D, 4, 30.f), k = randomTensor(N * D, 5, 30.f), v = randomTensor(N * D, 6);
+  auto q = randomTensor(N * D, 4, 30.f), k = randomTensor(N * D, 5, 30.f),
+       v = randomTensor(N * D, 6);
   std::vector<float> o(N * D);
   attnc::Status st = attnc::call(attnc_kernels::sdpa_auto(),
-                                 {attnc::TensorView::f32(q.data(), {B, H, N, D}), attnc::TensorView::f32(k.data(), {B, H, N, D}),
+                                 {attnc::TensorView::f32(q.data(), {B, H, N, D}),
+                                  attnc::TensorView::f32(k.data(), {B, H, N, D}),
                                   attnc::TensorView::f32(v.data(), {B, H, N, D})},
                                  {attnc::TensorView::f32(o.data(), {B, H, N, D})});
   ASSERT_TRUE(st.ok()) << st.message();
   auto ref = attnc_ref::sdpa<double>(q.data(), k.data(), v.data(), B, H, N, N, D);
-  for (float x : o) ASSERT_TRUE(std::isfinite(x));
+  for (float x : o)
+    ASSERT_TRUE(std::isfinite(x));
   auto plain = attnc_ref::sdpa<float>(q.data(), k.data(), v.data(), B, H, N, N, D);
   EXPECT_LE(attnc_ref::maxAbsDiff(o, ref), attnc_ref::tolerance(attnc_ref::maxAbsDiff(plain, ref)));
 }
@@ -105,7 +119,8 @@ TEST(SdpaNumerics, LargeScoresStayFinite) {
 TEST(SdpaNumerics, ShapeMismatchNamesTensorAndDimension) {
   std::vector<float> buf(2 * 2 * 8 * 16);
   attnc::Status st = attnc::call(attnc_kernels::sdpa_auto(),
-                                 {attnc::TensorView::f32(buf.data(), {2, 2, 8, 16}), attnc::TensorView::f32(buf.data(), {2, 2, 8, 8}),
+                                 {attnc::TensorView::f32(buf.data(), {2, 2, 8, 16}),
+                                  attnc::TensorView::f32(buf.data(), {2, 2, 8, 8}),
                                   attnc::TensorView::f32(buf.data(), {2, 2, 8, 16})},
                                  {attnc::TensorView::f32(nullptr, {2, 2, 8, 16})});
   ASSERT_FALSE(st.ok());

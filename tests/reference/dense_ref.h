@@ -23,18 +23,22 @@ namespace detail {
 // where -inf marks an excluded key, writes out[e] = sum_j p[j] v[j, e] for e < D, with
 // p = softmax over the finite scores. v(j, e) is any callable giving the value. A row with no
 // finite score gets zeros. `s` is overwritten with the unnormalised weights.
-template <typename T, typename VFn> void attendRow(T* s, int Nk, int D, VFn v, T* out) {
+template <typename T, typename VFn> void attendRow(T *s, int Nk, int D, VFn v, T *out) {
   T mx = -INFINITY;
-  for (int j = 0; j < Nk; ++j) mx = std::max(mx, s[j]);
+  for (int j = 0; j < Nk; ++j)
+    mx = std::max(mx, s[j]);
   if (!(mx > T(-INFINITY))) { // every key excluded (or no key at all)
-    for (int e = 0; e < D; ++e) out[e] = 0;
+    for (int e = 0; e < D; ++e)
+      out[e] = 0;
     return;
   }
   T sum = 0;
-  for (int j = 0; j < Nk; ++j) sum += (s[j] = (s[j] == T(-INFINITY)) ? T(0) : std::exp(s[j] - mx));
+  for (int j = 0; j < Nk; ++j)
+    sum += (s[j] = (s[j] == T(-INFINITY)) ? T(0) : std::exp(s[j] - mx));
   for (int e = 0; e < D; ++e) {
     T acc = 0;
-    for (int j = 0; j < Nk; ++j) acc += s[j] * v(j, e);
+    for (int j = 0; j < Nk; ++j)
+      acc += s[j] * v(j, e);
     out[e] = acc / sum;
   }
 }
@@ -44,25 +48,28 @@ template <typename T, typename VFn> void attendRow(T* s, int Nk, int D, VFn v, T
 // bias(b, h, i, j) (T; -inf excludes the key): o[b,h,i,:] = softmax_j(scale * q.k + bias) v.
 // Returns o as [B, Hq, Nq, D].
 template <typename T, typename E, typename BiasFn>
-std::vector<T> attention(const E* q, const E* k, const E* v, int B, int Hq, int Hkv, int Nq, int Nk, int D, T scale,
-                         BiasFn bias) {
+std::vector<T> attention(const E *q, const E *k, const E *v, int B, int Hq, int Hkv, int Nq, int Nk,
+                         int D, T scale, BiasFn bias) {
   std::vector<T> out((size_t)B * Hq * Nq * D);
   std::vector<T> s(Nk);
   const int group = Hq / Hkv;
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < Hq; ++h) {
       const int hk = h / group;
-      const E* Q = q + ((size_t)b * Hq + h) * Nq * D;
-      const E* K = k + ((size_t)b * Hkv + hk) * Nk * D;
-      const E* V = v + ((size_t)b * Hkv + hk) * Nk * D;
-      T* O = out.data() + ((size_t)b * Hq + h) * Nq * D;
+      const E *Q = q + ((size_t)b * Hq + h) * Nq * D;
+      const E *K = k + ((size_t)b * Hkv + hk) * Nk * D;
+      const E *V = v + ((size_t)b * Hkv + hk) * Nk * D;
+      T *O = out.data() + ((size_t)b * Hq + h) * Nq * D;
       for (int i = 0; i < Nq; ++i) {
         for (int j = 0; j < Nk; ++j) {
           T dot = 0;
-          for (int d = 0; d < D; ++d) dot += T(Q[(size_t)i * D + d]) * T(K[(size_t)j * D + d]);
+          for (int d = 0; d < D; ++d)
+            dot += T(Q[(size_t)i * D + d]) * T(K[(size_t)j * D + d]);
           s[j] = dot * scale + bias(b, h, i, j);
         }
-        attendRow<T>(s.data(), Nk, D, [&](int j, int e) { return T(V[(size_t)j * D + e]); }, O + (size_t)i * D);
+        attendRow<T>(
+            s.data(), Nk, D, [&](int j, int e) { return T(V[(size_t)j * D + e]); },
+            O + (size_t)i * D);
       }
     }
   return out;
@@ -74,17 +81,20 @@ template <typename T> T invSqrt(int n) { return T(1) / std::sqrt(T(n)); }
 // with w [H, Dh, C] (rows h*Dh + d of an nn.Linear weight) and an optional bias [H, Dh] (null for
 // none). X is float (an input) or T (an intermediate). Returns [B, H, N, Dh].
 template <typename T, typename X>
-std::vector<T> projectHeads(const X* x, const float* w, const float* bias, int B, int N, int C, int H, int Dh) {
+std::vector<T> projectHeads(const X *x, const float *w, const float *bias, int B, int N, int C,
+                            int H, int Dh) {
   std::vector<T> p((size_t)B * H * N * Dh);
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < H; ++h)
       for (int n = 0; n < N; ++n)
         for (int d = 0; d < Dh; ++d) {
-          const float* W = w + ((size_t)h * Dh + d) * C;
-          const X* xr = x + ((size_t)b * N + n) * C;
+          const float *W = w + ((size_t)h * Dh + d) * C;
+          const X *xr = x + ((size_t)b * N + n) * C;
           T acc = 0;
-          for (int c = 0; c < C; ++c) acc += T(xr[c]) * T(W[c]);
-          if (bias) acc += T(bias[(size_t)h * Dh + d]);
+          for (int c = 0; c < C; ++c)
+            acc += T(xr[c]) * T(W[c]);
+          if (bias)
+            acc += T(bias[(size_t)h * Dh + d]);
           p[(((size_t)b * H + h) * N + n) * Dh + d] = acc;
         }
   return p;
@@ -93,8 +103,8 @@ std::vector<T> projectHeads(const X* x, const float* w, const float* bias, int B
 // Output projection of the heads: y[b, i, o] = b_o[o] + sum_{h,d} a[b, h, i, d] w_o[o, h, d],
 // with a as [B, H, N, Dh] (the layout attention() returns) and w_o [Cout, H, Dh].
 template <typename T>
-std::vector<T> projectOut(const std::vector<T>& a, const float* w_o, const float* b_o, int B, int N, int H, int Dh,
-                          int Cout) {
+std::vector<T> projectOut(const std::vector<T> &a, const float *w_o, const float *b_o, int B, int N,
+                          int H, int Dh, int Cout) {
   std::vector<T> y((size_t)B * N * Cout);
   for (int b = 0; b < B; ++b)
     for (int i = 0; i < N; ++i)
@@ -110,82 +120,95 @@ std::vector<T> projectOut(const std::vector<T>& a, const float* w_o, const float
 
 // nn.LayerNorm over the last dimension C of rows x [R, C]: biased variance, eps inside the sqrt.
 template <typename T, typename X>
-std::vector<T> layerNorm(const X* x, const float* g, const float* beta, int R, int C, T eps) {
+std::vector<T> layerNorm(const X *x, const float *g, const float *beta, int R, int C, T eps) {
   std::vector<T> y((size_t)R * C);
   for (int r = 0; r < R; ++r) {
-    const X* xr = x + (size_t)r * C;
+    const X *xr = x + (size_t)r * C;
     T mu = 0;
-    for (int c = 0; c < C; ++c) mu += T(xr[c]);
+    for (int c = 0; c < C; ++c)
+      mu += T(xr[c]);
     mu /= T(C);
     T var = 0;
-    for (int c = 0; c < C; ++c) var += (T(xr[c]) - mu) * (T(xr[c]) - mu);
+    for (int c = 0; c < C; ++c)
+      var += (T(xr[c]) - mu) * (T(xr[c]) - mu);
     var /= T(C);
     const T inv = T(1) / std::sqrt(var + eps);
-    for (int c = 0; c < C; ++c) y[(size_t)r * C + c] = (T(xr[c]) - mu) * inv * T(g[c]) + T(beta[c]);
+    for (int c = 0; c < C; ++c)
+      y[(size_t)r * C + c] = (T(xr[c]) - mu) * inv * T(g[c]) + T(beta[c]);
   }
   return y;
 }
 
-template <typename T> T geluExact(T x) { return T(0.5) * x * (T(1) + std::erf(x / std::sqrt(T(2)))); }
+template <typename T> T geluExact(T x) {
+  return T(0.5) * x * (T(1) + std::erf(x / std::sqrt(T(2))));
+}
 
 } // namespace detail
 
 // 1./2. Multi-head self-attention with a fused qkv projection.
 //   x [B, N, C], w_qkv [3, H, Dh, C], b_qkv [3, H, Dh] (null: mhsa_nobias), w_o [C, H, Dh], b_o [C]
 //   q/k/v[b,h,i,d] = sum_c x[b,i,c] w_qkv[0/1/2,h,d,c] (+ b_qkv[0/1/2,h,d]),
-//   a = softmax_j(q.k * Dh^-0.5) v,  y[b,i,o] = b_o[o] + sum_{h,d} a[b,i,h,d] w_o[o,h,d].  y: [B, N, C]
+//   a = softmax_j(q.k * Dh^-0.5) v,  y[b,i,o] = b_o[o] + sum_{h,d} a[b,i,h,d] w_o[o,h,d].  y: [B,
+//   N, C]
 template <typename T>
-std::vector<T> mhsa(const float* x, const float* w_qkv, const float* b_qkv, const float* w_o, const float* b_o, int B,
-                    int N, int C, int H, int Dh) {
+std::vector<T> mhsa(const float *x, const float *w_qkv, const float *b_qkv, const float *w_o,
+                    const float *b_o, int B, int N, int C, int H, int Dh) {
   const size_t wPart = (size_t)H * Dh * C, bPart = (size_t)H * Dh;
   auto q = detail::projectHeads<T>(x, w_qkv, b_qkv, B, N, C, H, Dh);
-  auto k = detail::projectHeads<T>(x, w_qkv + wPart, b_qkv ? b_qkv + bPart : nullptr, B, N, C, H, Dh);
-  auto v = detail::projectHeads<T>(x, w_qkv + 2 * wPart, b_qkv ? b_qkv + 2 * bPart : nullptr, B, N, C, H, Dh);
-  auto a = detail::attention<T>(q.data(), k.data(), v.data(), B, H, H, N, N, Dh, detail::invSqrt<T>(Dh),
-                                [](int, int, int, int) { return T(0); });
+  auto k =
+      detail::projectHeads<T>(x, w_qkv + wPart, b_qkv ? b_qkv + bPart : nullptr, B, N, C, H, Dh);
+  auto v = detail::projectHeads<T>(x, w_qkv + 2 * wPart, b_qkv ? b_qkv + 2 * bPart : nullptr, B, N,
+                                   C, H, Dh);
+  auto a = detail::attention<T>(q.data(), k.data(), v.data(), B, H, H, N, N, Dh,
+                                detail::invSqrt<T>(Dh), [](int, int, int, int) { return T(0); });
   return detail::projectOut<T>(a, w_o, b_o, B, N, H, Dh, C);
 }
 
 template <typename T>
-std::vector<T> mhsa_nobias(const float* x, const float* w_qkv, const float* w_o, const float* b_o, int B, int N, int C,
-                           int H, int Dh) {
+std::vector<T> mhsa_nobias(const float *x, const float *w_qkv, const float *w_o, const float *b_o,
+                           int B, int N, int C, int H, int Dh) {
   return mhsa<T>(x, w_qkv, nullptr, w_o, b_o, B, N, C, H, Dh);
 }
 
 // 3. Multi-head cross-attention, no qkv bias.
-//   x_q [B, Nq, C], x_k/x_v [B, Nk, C], w_q/w_k/w_v [H, Dh, C], w_o [C, H, Dh], b_o [C] -> y [B, Nq, C]
+//   x_q [B, Nq, C], x_k/x_v [B, Nk, C], w_q/w_k/w_v [H, Dh, C], w_o [C, H, Dh], b_o [C] -> y [B,
+//   Nq, C]
 template <typename T>
-std::vector<T> cross_attention(const float* x_q, const float* x_k, const float* x_v, const float* w_q,
-                               const float* w_k, const float* w_v, const float* w_o, const float* b_o, int B, int Nq,
-                               int Nk, int C, int H, int Dh) {
+std::vector<T> cross_attention(const float *x_q, const float *x_k, const float *x_v,
+                               const float *w_q, const float *w_k, const float *w_v,
+                               const float *w_o, const float *b_o, int B, int Nq, int Nk, int C,
+                               int H, int Dh) {
   auto q = detail::projectHeads<T>(x_q, w_q, nullptr, B, Nq, C, H, Dh);
   auto k = detail::projectHeads<T>(x_k, w_k, nullptr, B, Nk, C, H, Dh);
   auto v = detail::projectHeads<T>(x_v, w_v, nullptr, B, Nk, C, H, Dh);
-  auto a = detail::attention<T>(q.data(), k.data(), v.data(), B, H, H, Nq, Nk, Dh, detail::invSqrt<T>(Dh),
-                                [](int, int, int, int) { return T(0); });
+  auto a = detail::attention<T>(q.data(), k.data(), v.data(), B, H, H, Nq, Nk, Dh,
+                                detail::invSqrt<T>(Dh), [](int, int, int, int) { return T(0); });
   return detail::projectOut<T>(a, w_o, b_o, B, Nq, H, Dh, C);
 }
 
 // 4. Causal attention: query i attends to keys j <= i.  q/k/v/o [B, H, N, D]
 template <typename T>
-std::vector<T> causal_attention(const float* q, const float* k, const float* v, int B, int H, int N, int D) {
+std::vector<T> causal_attention(const float *q, const float *k, const float *v, int B, int H, int N,
+                                int D) {
   return detail::attention<T>(q, k, v, B, H, H, N, N, D, detail::invSqrt<T>(D),
                               [](int, int, int i, int j) { return j <= i ? T(0) : T(-INFINITY); });
 }
 
 // 5. Tokens-to-Token ViT attention (no qkv bias; v is the skip connection).
 //   x [B, N, Dim], w_qkv [3, H, Dh, Dim], w_o [Ch, H, Dh], b_o [Ch], Ch = H * Dh -> y [B, N, Ch]
-//   s = (q * Dh^-0.5) . k,  y[b,i,o] = v[b, o/Dh, i, o%Dh] + b_o[o] + sum_{h,d} a[b,i,h,d] w_o[o,h,d]
+//   s = (q * Dh^-0.5) . k,  y[b,i,o] = v[b, o/Dh, i, o%Dh] + b_o[o] + sum_{h,d} a[b,i,h,d]
+//   w_o[o,h,d]
 template <typename T>
-std::vector<T> t2t_attention(const float* x, const float* w_qkv, const float* w_o, const float* b_o, int B, int N,
-                             int Dim, int H, int Dh) {
+std::vector<T> t2t_attention(const float *x, const float *w_qkv, const float *w_o, const float *b_o,
+                             int B, int N, int Dim, int H, int Dh) {
   const int Ch = H * Dh;
   const size_t wPart = (size_t)H * Dh * Dim;
   auto q = detail::projectHeads<T>(x, w_qkv, nullptr, B, N, Dim, H, Dh);
   auto k = detail::projectHeads<T>(x, w_qkv + wPart, nullptr, B, N, Dim, H, Dh);
   auto v = detail::projectHeads<T>(x, w_qkv + 2 * wPart, nullptr, B, N, Dim, H, Dh);
   const T scale = detail::invSqrt<T>(Dh);
-  for (T& e : q) e *= scale; // the scale is applied to q before the dot product
+  for (T &e : q)
+    e *= scale; // the scale is applied to q before the dot product
   auto a = detail::attention<T>(q.data(), k.data(), v.data(), B, H, H, N, N, Dh, T(1),
                                 [](int, int, int, int) { return T(0); });
   auto y = detail::projectOut<T>(a, w_o, b_o, B, N, H, Dh, Ch);
@@ -198,7 +221,7 @@ std::vector<T> t2t_attention(const float* x, const float* w_qkv, const float* w_
 
 // 6. Sinusoidal positional encoding: y = x + P,  P[i, 2j] = sin(i / 10000^(2j/D)),
 //    P[i, 2j+1] = cos(i / 10000^(2j/D)).  x/y [B, N, D] (D may be odd).
-template <typename T> std::vector<T> positional_encoding(const float* x, int B, int N, int D) {
+template <typename T> std::vector<T> positional_encoding(const float *x, int B, int N, int D) {
   std::vector<T> y((size_t)B * N * D);
   for (int b = 0; b < B; ++b)
     for (int i = 0; i < N; ++i)
@@ -217,10 +240,11 @@ template <typename T> std::vector<T> positional_encoding(const float* x, int B, 
 //   x [B, N, C], ln*_g/b [C], w_qkv [3, H, Dh, C], b_qkv [3, H, Dh], w_o [C, H, Dh], b_o [C],
 //   w_fc1 [F, C], b_fc1 [F], w_fc2 [C, F], b_fc2 [C] -> y [B, N, C]
 template <typename T>
-std::vector<T> encoder_block(const float* x, const float* ln1_g, const float* ln1_b, const float* w_qkv,
-                             const float* b_qkv, const float* w_o, const float* b_o, const float* ln2_g,
-                             const float* ln2_b, const float* w_fc1, const float* b_fc1, const float* w_fc2,
-                             const float* b_fc2, int B, int N, int C, int H, int Dh, int F) {
+std::vector<T> encoder_block(const float *x, const float *ln1_g, const float *ln1_b,
+                             const float *w_qkv, const float *b_qkv, const float *w_o,
+                             const float *b_o, const float *ln2_g, const float *ln2_b,
+                             const float *w_fc1, const float *b_fc1, const float *w_fc2,
+                             const float *b_fc2, int B, int N, int C, int H, int Dh, int F) {
   const T eps = T(1e-5);
   const int R = B * N;
   auto n1 = detail::layerNorm<T>(x, ln1_g, ln1_b, R, C, eps);
@@ -228,23 +252,26 @@ std::vector<T> encoder_block(const float* x, const float* ln1_g, const float* ln
   auto q = detail::projectHeads<T>(n1.data(), w_qkv, b_qkv, B, N, C, H, Dh);
   auto k = detail::projectHeads<T>(n1.data(), w_qkv + wPart, b_qkv + bPart, B, N, C, H, Dh);
   auto v = detail::projectHeads<T>(n1.data(), w_qkv + 2 * wPart, b_qkv + 2 * bPart, B, N, C, H, Dh);
-  auto a = detail::attention<T>(q.data(), k.data(), v.data(), B, H, H, N, N, Dh, detail::invSqrt<T>(Dh),
-                                [](int, int, int, int) { return T(0); });
+  auto a = detail::attention<T>(q.data(), k.data(), v.data(), B, H, H, N, N, Dh,
+                                detail::invSqrt<T>(Dh), [](int, int, int, int) { return T(0); });
   auto y1 = detail::projectOut<T>(a, w_o, b_o, B, N, H, Dh, C);
-  for (size_t e = 0; e < y1.size(); ++e) y1[e] += T(x[e]);
+  for (size_t e = 0; e < y1.size(); ++e)
+    y1[e] += T(x[e]);
   auto n2 = detail::layerNorm<T>(y1.data(), ln2_g, ln2_b, R, C, eps);
   std::vector<T> hid((size_t)R * F);
   for (int r = 0; r < R; ++r)
     for (int f = 0; f < F; ++f) {
       T acc = 0;
-      for (int c = 0; c < C; ++c) acc += n2[(size_t)r * C + c] * T(w_fc1[(size_t)f * C + c]);
+      for (int c = 0; c < C; ++c)
+        acc += n2[(size_t)r * C + c] * T(w_fc1[(size_t)f * C + c]);
       hid[(size_t)r * F + f] = detail::geluExact<T>(acc + T(b_fc1[f]));
     }
   std::vector<T> y((size_t)R * C);
   for (int r = 0; r < R; ++r)
     for (int o = 0; o < C; ++o) {
       T acc = 0;
-      for (int f = 0; f < F; ++f) acc += hid[(size_t)r * F + f] * T(w_fc2[(size_t)o * F + f]);
+      for (int f = 0; f < F; ++f)
+        acc += hid[(size_t)r * F + f] * T(w_fc2[(size_t)o * F + f]);
       y[(size_t)r * C + o] = y1[(size_t)r * C + o] + (acc + T(b_fc2[o]));
     }
   return y;
@@ -253,16 +280,20 @@ std::vector<T> encoder_block(const float* x, const float* ln1_g, const float* ln
 // 8. Grouped-query attention: query head h reads kv head h / (Hq / Hkv) (MQA when Hkv = 1).
 //   q [B, Hq, Nq, D], k/v [B, Hkv, Nk, D] -> o [B, Hq, Nq, D]
 template <typename T>
-std::vector<T> gqa(const float* q, const float* k, const float* v, int B, int Hq, int Hkv, int Nq, int Nk, int D) {
+std::vector<T> gqa(const float *q, const float *k, const float *v, int B, int Hq, int Hkv, int Nq,
+                   int Nk, int D) {
   return detail::attention<T>(q, k, v, B, Hq, Hkv, Nq, Nk, D, detail::invSqrt<T>(D),
                               [](int, int, int, int) { return T(0); });
 }
 
-// 9. ALiBi: s = q.k * D^-0.5 + m_h (j - i),  m_h = 2^(-8 (h + 1) / H).  q [B,H,Nq,D], k/v [B,H,Nk,D]
+// 9. ALiBi: s = q.k * D^-0.5 + m_h (j - i),  m_h = 2^(-8 (h + 1) / H).  q [B,H,Nq,D], k/v
+// [B,H,Nk,D]
 template <typename T>
-std::vector<T> alibi(const float* q, const float* k, const float* v, int B, int H, int Nq, int Nk, int D) {
+std::vector<T> alibi(const float *q, const float *k, const float *v, int B, int H, int Nq, int Nk,
+                     int D) {
   std::vector<T> slope(H);
-  for (int h = 0; h < H; ++h) slope[h] = std::pow(T(2), T(-8) * T(h + 1) / T(H));
+  for (int h = 0; h < H; ++h)
+    slope[h] = std::pow(T(2), T(-8) * T(h + 1) / T(H));
   return detail::attention<T>(q, k, v, B, H, H, Nq, Nk, D, detail::invSqrt<T>(D),
                               [&](int, int h, int i, int j) { return slope[h] * T(j - i); });
 }
@@ -270,38 +301,40 @@ std::vector<T> alibi(const float* q, const float* k, const float* v, int B, int 
 // 10. Relative position bias: s = q.k * D^-0.5 + table[h, j - i + Nq - 1].  table [H, R],
 //     R >= Nq + Nk - 1.
 template <typename T>
-std::vector<T> relative_bias(const float* q, const float* k, const float* v, const float* table, int B, int H, int Nq,
-                             int Nk, int D, int R) {
-  return detail::attention<T>(q, k, v, B, H, H, Nq, Nk, D, detail::invSqrt<T>(D), [&](int, int h, int i, int j) {
-    return T(table[(size_t)h * R + (j - i + Nq - 1)]);
-  });
+std::vector<T> relative_bias(const float *q, const float *k, const float *v, const float *table,
+                             int B, int H, int Nq, int Nk, int D, int R) {
+  return detail::attention<T>(
+      q, k, v, B, H, H, Nq, Nk, D, detail::invSqrt<T>(D),
+      [&](int, int h, int i, int j) { return T(table[(size_t)h * R + (j - i + Nq - 1)]); });
 }
 
-// 11. Key padding mask: key j of batch b is excluded where key_padding_mask[b, j] != 0; a query with
+// 11. Key padding mask: key j of batch b is excluded where key_padding_mask[b, j] != 0; a query
+// with
 //     every key excluded outputs zeros.  key_padding_mask [B, Nk]
 template <typename T>
-std::vector<T> padding_mask(const float* q, const float* k, const float* v, const int32_t* key_padding_mask, int B,
-                            int H, int Nq, int Nk, int D) {
-  return detail::attention<T>(q, k, v, B, H, H, Nq, Nk, D, detail::invSqrt<T>(D), [&](int b, int, int, int j) {
-    return key_padding_mask[(size_t)b * Nk + j] != 0 ? T(-INFINITY) : T(0);
-  });
+std::vector<T> padding_mask(const float *q, const float *k, const float *v,
+                            const int32_t *key_padding_mask, int B, int H, int Nq, int Nk, int D) {
+  return detail::attention<T>(
+      q, k, v, B, H, H, Nq, Nk, D, detail::invSqrt<T>(D), [&](int b, int, int, int j) {
+        return key_padding_mask[(size_t)b * Nk + j] != 0 ? T(-INFINITY) : T(0);
+      });
 }
 
 // 12a. Boolean attention mask shared by batches and heads: key j allowed for query i where
 //      mask[i, j] != 0; no allowed key -> zeros.  mask [Nq, Nk]
 template <typename T>
-std::vector<T> attn_mask_bool(const float* q, const float* k, const float* v, const int32_t* mask, int B, int H,
-                              int Nq, int Nk, int D) {
-  return detail::attention<T>(q, k, v, B, H, H, Nq, Nk, D, detail::invSqrt<T>(D), [&](int, int, int i, int j) {
-    return mask[(size_t)i * Nk + j] != 0 ? T(0) : T(-INFINITY);
-  });
+std::vector<T> attn_mask_bool(const float *q, const float *k, const float *v, const int32_t *mask,
+                              int B, int H, int Nq, int Nk, int D) {
+  return detail::attention<T>(
+      q, k, v, B, H, H, Nq, Nk, D, detail::invSqrt<T>(D),
+      [&](int, int, int i, int j) { return mask[(size_t)i * Nk + j] != 0 ? T(0) : T(-INFINITY); });
 }
 
 // 12b. Additive attention mask: s += bias[i, j]; -inf entries exclude the key; a row whose scores
 //      are all -inf outputs zeros.  bias [Nq, Nk]
 template <typename T>
-std::vector<T> attn_mask_additive(const float* q, const float* k, const float* v, const float* bias, int B, int H,
-                                  int Nq, int Nk, int D) {
+std::vector<T> attn_mask_additive(const float *q, const float *k, const float *v, const float *bias,
+                                  int B, int H, int Nq, int Nk, int D) {
   return detail::attention<T>(q, k, v, B, H, H, Nq, Nk, D, detail::invSqrt<T>(D),
                               [&](int, int, int i, int j) { return T(bias[(size_t)i * Nk + j]); });
 }

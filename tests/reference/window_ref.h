@@ -13,7 +13,8 @@
 //     value are zero vectors, so the score is 0 and the position takes part in the softmax over all
 //     w*w positions, contributing value 0;
 //   exclude == true (`swda_natten`): the position takes no part in the softmax (which runs over the
-//     in-range positions only) and contributes nothing. The centre (u = t = w/2) is always in range.
+//     in-range positions only) and contributes nothing. The centre (u = t = w/2) is always in
+//     range.
 #pragma once
 
 #include "reference/sdpa_ref.h"
@@ -41,8 +42,8 @@ inline bool windowInterior(int y, int x, int Y, int X, int w, int r) {
 }
 
 template <typename T>
-std::vector<T> swda(const float* q, const float* k, const float* v, int B, int C, int Y, int X, int w, int r, int hd,
-                    bool exclude) {
+std::vector<T> swda(const float *q, const float *k, const float *v, int B, int C, int Y, int X,
+                    int w, int r, int hd, bool exclude) {
   const int H = C / hd, W2 = w * w;
   const size_t plane = (size_t)Y * X;
   std::vector<T> out((size_t)B * Y * X * C, T(0));
@@ -66,18 +67,21 @@ std::vector<T> swda(const float* q, const float* k, const float* v, int B, int C
             } else {
               T dot = 0;
               for (int c = 0; c < hd; ++c)
-                dot += T(q[base + c * plane + (size_t)y * X + x]) * T(k[base + c * plane + (size_t)at[j]]);
+                dot += T(q[base + c * plane + (size_t)y * X + x]) *
+                       T(k[base + c * plane + (size_t)at[j]]);
               p[j] = dot * scale;
             }
             mx = std::max(mx, p[j]);
           }
           T sum = 0;
-          for (int j = 0; j < W2; ++j) sum += (p[j] = (p[j] == T(-INFINITY)) ? T(0) : std::exp(p[j] - mx));
-          T* o = out.data() + (((size_t)b * Y + y) * X + x) * C + (size_t)h * hd;
+          for (int j = 0; j < W2; ++j)
+            sum += (p[j] = (p[j] == T(-INFINITY)) ? T(0) : std::exp(p[j] - mx));
+          T *o = out.data() + (((size_t)b * Y + y) * X + x) * C + (size_t)h * hd;
           for (int e = 0; e < hd; ++e) {
             T acc = 0;
             for (int j = 0; j < W2; ++j)
-              if (at[j] >= 0) acc += p[j] * T(v[base + e * plane + (size_t)at[j]]); // zero values add nothing
+              if (at[j] >= 0)
+                acc += p[j] * T(v[base + e * plane + (size_t)at[j]]); // zero values add nothing
             o[e] = acc / sum;
           }
         }

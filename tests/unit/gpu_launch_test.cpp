@@ -13,11 +13,11 @@ namespace H = Halide;
 const H::Target kCuda("x86-64-linux-cuda-cuda_capability_80");
 
 // Compiles `p` for CUDA with the check; returns the error, or "" when it compiled.
-std::string compileWithCheck(H::Pipeline p, const std::vector<H::Argument>& args) {
+std::string compileWithCheck(H::Pipeline p, const std::vector<H::Argument> &args) {
   attnc::checkGpuLaunchLimits(p);
   try {
     p.compile_to_module(args, "k", kCuda);
-  } catch (const std::exception& e) {
+  } catch (const std::exception &e) {
     return e.what();
   }
   return "";
@@ -29,7 +29,8 @@ TEST(GpuLaunchLimits, ThreadsTiedToAnInputSizeAreRefused) {
   H::Func f("f");
   f(x, y) = in(x, y) * 2.f;
   f.gpu_blocks(y).gpu_threads(x); // one thread per column: as many as the input is wide
-  EXPECT_THAT(compileWithCheck(H::Pipeline(f), {in}), ::testing::HasSubstr("has no constant bound on its extent"));
+  EXPECT_THAT(compileWithCheck(H::Pipeline(f), {in}),
+              ::testing::HasSubstr("has no constant bound on its extent"));
 }
 
 TEST(GpuLaunchLimits, MoreThan1024ThreadsAreRefused) {
@@ -38,7 +39,8 @@ TEST(GpuLaunchLimits, MoreThan1024ThreadsAreRefused) {
   H::Func f("f");
   f(x, y) = in(x, y) * 2.f;
   f.gpu_tile(x, y, xo, yo, xi, yi, 64, 32, H::TailStrategy::GuardWithIf);
-  EXPECT_THAT(compileWithCheck(H::Pipeline(f), {in}), ::testing::HasSubstr("64 x 32 x 1 = 2048 threads"));
+  EXPECT_THAT(compileWithCheck(H::Pipeline(f), {in}),
+              ::testing::HasSubstr("64 x 32 x 1 = 2048 threads"));
 }
 
 TEST(GpuLaunchLimits, SharedMemoryTiedToAParameterIsRefused) {
@@ -50,7 +52,8 @@ TEST(GpuLaunchLimits, SharedMemoryTiedToAParameterIsRefused) {
   f(x, y) = g(x * stride, y); // a tile of f reads 15 * stride + 1 columns of g
   f.gpu_tile(x, y, xo, yo, xi, yi, 16, 16, H::TailStrategy::GuardWithIf);
   g.compute_at(f, xo).split(x, gxo, gxi, 16, H::TailStrategy::GuardWithIf).gpu_threads(gxi, y);
-  EXPECT_THAT(compileWithCheck(H::Pipeline(f), {in, stride}), ::testing::HasSubstr("shared buffer"));
+  EXPECT_THAT(compileWithCheck(H::Pipeline(f), {in, stride}),
+              ::testing::HasSubstr("shared buffer"));
 }
 
 TEST(GpuLaunchLimits, ConstantBlocksWithinLimitsCompile) {

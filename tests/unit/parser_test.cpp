@@ -30,7 +30,8 @@ using ::testing::SizeIs;
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-std::shared_ptr<SourceFile> makeFile(const std::string& text, const std::string& path = "test.attn") {
+std::shared_ptr<SourceFile> makeFile(const std::string &text,
+                                     const std::string &path = "test.attn") {
   auto f = std::make_shared<SourceFile>();
   f->path = path;
   f->text = text;
@@ -46,7 +47,8 @@ struct Unit {
 
   std::vector<std::string> messages() const {
     std::vector<std::string> out;
-    for (const auto& d : diags->diagnostics()) out.push_back(d.message);
+    for (const auto &d : diags->diagnostics())
+      out.push_back(d.message);
     return out;
   }
   std::string printed() const {
@@ -59,16 +61,17 @@ struct Unit {
     printModule(os, *module);
     return os.str();
   }
-  const Kernel& kernel(size_t i = 0) const { return *module->kernels.at(i); }
-  const Definition& def(const std::string& name, size_t k = 0) const {
-    for (const auto& d : kernel(k).defs)
-      if (d->name == name) return *d;
+  const Kernel &kernel(size_t i = 0) const { return *module->kernels.at(i); }
+  const Definition &def(const std::string &name, size_t k = 0) const {
+    for (const auto &d : kernel(k).defs)
+      if (d->name == name)
+        return *d;
     ADD_FAILURE() << "no definition " << name;
     return *kernel(k).defs.at(0);
   }
 };
 
-Unit parse(const std::string& text) {
+Unit parse(const std::string &text) {
   Unit u;
   u.file = makeFile(text);
   u.diags = std::make_unique<DiagEngine>(u.file);
@@ -77,52 +80,58 @@ Unit parse(const std::string& text) {
   return u;
 }
 
-Unit compile(const std::string& text, const SemaOptions& opts = {}) {
+Unit compile(const std::string &text, const SemaOptions &opts = {}) {
   Unit u = parse(text);
-  if (u.module) u.semaOk = analyze(*u.module, *u.diags, opts);
+  if (u.module)
+    u.semaOk = analyze(*u.module, *u.diags, opts);
   return u;
 }
 
 // Parses `o(i) = EXPR` inside a kernel and returns the printed right-hand side.
-std::string parseExprText(const std::string& expr) {
+std::string parseExprText(const std::string &expr) {
   Unit u = parse("kernel f(a: f32[N]) -> o: f32[N] {\n  o(i) = " + expr + "\n}\n");
-  if (!u.module) return "<error: " + u.printed() + ">";
+  if (!u.module)
+    return "<error: " + u.printed() + ">";
   return exprToString(*u.kernel().defs.at(0)->rhs);
 }
 
-std::vector<Token> lexAll(const std::string& text, DiagEngine* diagsOut = nullptr,
-                          std::shared_ptr<SourceFile>* keep = nullptr) {
+std::vector<Token> lexAll(const std::string &text, DiagEngine *diagsOut = nullptr,
+                          std::shared_ptr<SourceFile> *keep = nullptr) {
   static std::vector<std::shared_ptr<SourceFile>> files; // the lexer refers to the text
   auto f = makeFile(text);
   files.push_back(f);
-  if (keep) *keep = f;
+  if (keep)
+    *keep = f;
   DiagEngine local(f);
-  DiagEngine& diags = diagsOut ? *diagsOut : local;
+  DiagEngine &diags = diagsOut ? *diagsOut : local;
   Lexer lex(*f, diags);
   std::vector<Token> toks;
   for (;;) {
     toks.push_back(lex.next());
-    if (toks.back().kind == Tok::Eof || toks.size() > 1000) break;
+    if (toks.back().kind == Tok::Eof || toks.size() > 1000)
+      break;
   }
   return toks;
 }
 
-std::vector<Tok> kinds(const std::vector<Token>& toks) {
+std::vector<Tok> kinds(const std::vector<Token> &toks) {
   std::vector<Tok> k;
-  for (const auto& t : toks) k.push_back(t.kind);
+  for (const auto &t : toks)
+    k.push_back(t.kind);
   return k;
 }
 
-const char* const kSdpa =
-    "# scaled dot-product attention\n"
-    "kernel sdpa(q: f32[B, H, Nq, D], k: f32[B, H, Nk, D], v: f32[B, H, Nk, D]) -> o: f32[B, H, Nq, D] {\n"
-    "  s(b, h, i, j) = rsqrt(D) * sum(d) q(b, h, i, d) * k(b, h, j, d)\n"
-    "  p(b, h, i, j) = softmax(j) s(b, h, i, j)\n"
-    "  o(b, h, i, e) = sum(j) p(b, h, i, j) * v(b, h, j, e)\n"
-    "}\n";
+const char *const kSdpa = "# scaled dot-product attention\n"
+                          "kernel sdpa(q: f32[B, H, Nq, D], k: f32[B, H, Nk, D], v: f32[B, H, Nk, "
+                          "D]) -> o: f32[B, H, Nq, D] {\n"
+                          "  s(b, h, i, j) = rsqrt(D) * sum(d) q(b, h, i, d) * k(b, h, j, d)\n"
+                          "  p(b, h, i, j) = softmax(j) s(b, h, i, j)\n"
+                          "  o(b, h, i, e) = sum(j) p(b, h, i, j) * v(b, h, j, e)\n"
+                          "}\n";
 
-std::string rangeOf(const IndexDecl& d) {
-  if (!d.range) return "<none>";
+std::string rangeOf(const IndexDecl &d) {
+  if (!d.range)
+    return "<none>";
   return exprToString(*d.range->lo) + ".." + exprToString(*d.range->hi);
 }
 
@@ -133,10 +142,11 @@ std::string rangeOf(const IndexDecl& d) {
 TEST(Lexer, KernelHeaderTokens) {
   auto toks = lexAll("kernel f(q: f32[N, 4]) -> o: i32[N] { }");
   EXPECT_THAT(kinds(toks),
-              ElementsAre(Tok::KwKernel, Tok::Ident, Tok::LParen, Tok::Ident, Tok::Colon, Tok::Ident, Tok::LBracket,
-                          Tok::Ident, Tok::Comma, Tok::Int, Tok::RBracket, Tok::RParen, Tok::Arrow, Tok::Ident,
-                          Tok::Colon, Tok::Ident, Tok::LBracket, Tok::Ident, Tok::RBracket, Tok::LBrace, Tok::RBrace,
-                          Tok::Eof));
+              ElementsAre(Tok::KwKernel, Tok::Ident, Tok::LParen, Tok::Ident, Tok::Colon,
+                          Tok::Ident, Tok::LBracket, Tok::Ident, Tok::Comma, Tok::Int,
+                          Tok::RBracket, Tok::RParen, Tok::Arrow, Tok::Ident, Tok::Colon,
+                          Tok::Ident, Tok::LBracket, Tok::Ident, Tok::RBracket, Tok::LBrace,
+                          Tok::RBrace, Tok::Eof));
   EXPECT_EQ(toks[1].text, "f");
   EXPECT_EQ(toks[5].text, "f32");
   EXPECT_EQ(toks[9].text, "4");
@@ -145,8 +155,9 @@ TEST(Lexer, KernelHeaderTokens) {
 
 TEST(Lexer, KeywordsAndIdentifiers) {
   auto toks = lexAll("kernel const in where softmax sum kernels _x1 in2");
-  EXPECT_THAT(kinds(toks), ElementsAre(Tok::KwKernel, Tok::KwConst, Tok::KwIn, Tok::KwWhere, Tok::Ident, Tok::Ident,
-                                       Tok::Ident, Tok::Ident, Tok::Ident, Tok::Eof));
+  EXPECT_THAT(kinds(toks),
+              ElementsAre(Tok::KwKernel, Tok::KwConst, Tok::KwIn, Tok::KwWhere, Tok::Ident,
+                          Tok::Ident, Tok::Ident, Tok::Ident, Tok::Ident, Tok::Eof));
   // softmax and sum are contextual, not keywords.
   EXPECT_EQ(toks[4].text, "softmax");
   EXPECT_EQ(toks[6].text, "kernels");
@@ -155,17 +166,18 @@ TEST(Lexer, KeywordsAndIdentifiers) {
 
 TEST(Lexer, OperatorsOneAndTwoCharacters) {
   auto toks = lexAll("+ - * / % < <= > >= == != && || ! ? = . .. ; ->");
-  EXPECT_THAT(kinds(toks), ElementsAre(Tok::Plus, Tok::Minus, Tok::Star, Tok::Slash, Tok::Percent, Tok::Lt, Tok::Le,
-                                       Tok::Gt, Tok::Ge, Tok::EqEq, Tok::Ne, Tok::AndAnd, Tok::OrOr, Tok::Bang,
-                                       Tok::Question, Tok::Assign, Tok::Dot, Tok::DotDot, Tok::Semi, Tok::Arrow,
-                                       Tok::Eof));
+  EXPECT_THAT(kinds(toks),
+              ElementsAre(Tok::Plus, Tok::Minus, Tok::Star, Tok::Slash, Tok::Percent, Tok::Lt,
+                          Tok::Le, Tok::Gt, Tok::Ge, Tok::EqEq, Tok::Ne, Tok::AndAnd, Tok::OrOr,
+                          Tok::Bang, Tok::Question, Tok::Assign, Tok::Dot, Tok::DotDot, Tok::Semi,
+                          Tok::Arrow, Tok::Eof));
 }
 
 TEST(Lexer, Numbers) {
   auto toks = lexAll("3 2.5 1e-5 1E+3 .5 7. 0 2147483647");
   ASSERT_THAT(toks, SizeIs(9));
-  EXPECT_THAT(kinds(toks), ElementsAre(Tok::Int, Tok::Float, Tok::Float, Tok::Float, Tok::Float, Tok::Float, Tok::Int,
-                                       Tok::Int, Tok::Eof));
+  EXPECT_THAT(kinds(toks), ElementsAre(Tok::Int, Tok::Float, Tok::Float, Tok::Float, Tok::Float,
+                                       Tok::Float, Tok::Int, Tok::Int, Tok::Eof));
   EXPECT_EQ(toks[2].text, "1e-5");
   EXPECT_EQ(toks[3].text, "1E+3");
   EXPECT_EQ(toks[4].text, ".5");
@@ -174,8 +186,8 @@ TEST(Lexer, Numbers) {
 
 TEST(Lexer, RangeIsIntDotDotNotFloat) {
   auto toks = lexAll("0..N 1..4 a..b");
-  EXPECT_THAT(kinds(toks), ElementsAre(Tok::Int, Tok::DotDot, Tok::Ident, Tok::Int, Tok::DotDot, Tok::Int, Tok::Ident,
-                                       Tok::DotDot, Tok::Ident, Tok::Eof));
+  EXPECT_THAT(kinds(toks), ElementsAre(Tok::Int, Tok::DotDot, Tok::Ident, Tok::Int, Tok::DotDot,
+                                       Tok::Int, Tok::Ident, Tok::DotDot, Tok::Ident, Tok::Eof));
   EXPECT_EQ(toks[0].text, "0");
   EXPECT_EQ(toks[5].text, "4");
 }
@@ -208,7 +220,8 @@ TEST(Lexer, InvalidNumberSuffix) {
 }
 
 TEST(Lexer, CommentsAreSkipped) {
-  auto toks = lexAll("# a comment with kernel ( ) tokens\nfoo # trailing\n  # indented\nbar#glued\n");
+  auto toks =
+      lexAll("# a comment with kernel ( ) tokens\nfoo # trailing\n  # indented\nbar#glued\n");
   ASSERT_THAT(toks, SizeIs(3));
   EXPECT_EQ(toks[0].kind, Tok::Ident);
   EXPECT_EQ(toks[0].text, "foo");
@@ -245,8 +258,10 @@ TEST(Lexer, UnexpectedCharacterAndByte) {
   DiagEngine diags(f);
   Lexer lex(*f, diags);
   std::vector<Token> toks;
-  for (Token t = lex.next(); t.kind != Tok::Eof; t = lex.next()) toks.push_back(t);
-  EXPECT_THAT(kinds(toks), ElementsAre(Tok::Ident, Tok::Error, Tok::Ident, Tok::Error, Tok::Error, Tok::Ident));
+  for (Token t = lex.next(); t.kind != Tok::Eof; t = lex.next())
+    toks.push_back(t);
+  EXPECT_THAT(kinds(toks),
+              ElementsAre(Tok::Ident, Tok::Error, Tok::Ident, Tok::Error, Tok::Error, Tok::Ident));
   ASSERT_THAT(diags.diagnostics(), SizeIs(3));
   EXPECT_EQ(diags.diagnostics()[0].message, "unexpected character '@'");
   EXPECT_EQ(diags.diagnostics()[0].loc.col, 3);
@@ -270,14 +285,13 @@ TEST(Diagnostics, PrintsFileLineColumnSourceAndCaret) {
   diags.error(Loc{}, "no location");
   std::ostringstream os;
   diags.print(os);
-  EXPECT_EQ(os.str(),
-            "dir/k.attn:2:7: error: unknown identifier 'yy'\n"
-            "\tx = yy + 1\n"
-            "\t     ^\n"
-            "dir/k.attn:1:6: note: see here\n"
-            "line one\n"
-            "     ^\n"
-            "dir/k.attn: error: no location\n");
+  EXPECT_EQ(os.str(), "dir/k.attn:2:7: error: unknown identifier 'yy'\n"
+                      "\tx = yy + 1\n"
+                      "\t     ^\n"
+                      "dir/k.attn:1:6: note: see here\n"
+                      "line one\n"
+                      "     ^\n"
+                      "dir/k.attn: error: no location\n");
   EXPECT_EQ(diags.numErrors(), 2);
   EXPECT_TRUE(diags.hasErrors());
 }
@@ -335,7 +349,7 @@ TEST(Parser, ReductionIsLowestPrecedencePrefixOperator) {
 TEST(Parser, ReductionNodes) {
   Unit u = parse("kernel f(a: f32[N]) -> o: f32[N] {\n  o(i) = min(j in 1..N - 1, k) a(j)\n}\n");
   ASSERT_TRUE(u.module) << u.printed();
-  const Expr& r = *u.kernel().defs[0]->rhs;
+  const Expr &r = *u.kernel().defs[0]->rhs;
   ASSERT_EQ(r.kind, ExprKind::Reduce);
   EXPECT_EQ(r.reduceKind, ReduceKind::Min);
   ASSERT_THAT(r.reduceIndices, SizeIs(2));
@@ -349,14 +363,14 @@ TEST(Parser, ReductionNodes) {
 }
 
 TEST(Parser, MaxReductionVersusElementwiseMax) {
-  auto rhs = [](const std::string& e) {
+  auto rhs = [](const std::string &e) {
     static std::vector<Unit> keep;
     keep.push_back(parse("kernel f(a: f32[N]) -> o: f32[N] {\n  o(i) = " + e + "\n}\n"));
     EXPECT_TRUE(keep.back().module) << keep.back().printed();
     return keep.back().module ? keep.back().kernel().defs[0]->rhs.get() : nullptr;
   };
   // max(j) followed by an operand: a reduction.
-  const Expr* r = rhs("max(j) a(j)");
+  const Expr *r = rhs("max(j) a(j)");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->kind, ExprKind::Reduce);
   EXPECT_EQ(r->reduceKind, ReduceKind::Max);
@@ -388,9 +402,10 @@ TEST(Parser, MaxReductionVersusElementwiseMax) {
 }
 
 TEST(Parser, SoftmaxWithMask) {
-  Unit u = parse("kernel f(s: f32[N, N]) -> p: f32[N, N] {\n  p(i, j) = softmax(j where j <= i && i > 0) s(i, j) * 2.0\n}\n");
+  Unit u = parse("kernel f(s: f32[N, N]) -> p: f32[N, N] {\n  p(i, j) = softmax(j where j <= i && "
+                 "i > 0) s(i, j) * 2.0\n}\n");
   ASSERT_TRUE(u.module) << u.printed();
-  const Expr& e = *u.kernel().defs[0]->rhs;
+  const Expr &e = *u.kernel().defs[0]->rhs;
   ASSERT_EQ(e.kind, ExprKind::Softmax);
   EXPECT_THAT(e.softmaxAxes, ElementsAre("j"));
   ASSERT_THAT(e.softmaxAxisLocs, SizeIs(1));
@@ -403,9 +418,10 @@ TEST(Parser, SoftmaxWithMask) {
 }
 
 TEST(Parser, SoftmaxOverSeveralAxesWithoutMask) {
-  Unit u = parse("kernel f(s: f32[N, N]) -> p: f32[N, N] {\n  p(i, j) = softmax(i, j) s(i, j)\n}\n");
+  Unit u =
+      parse("kernel f(s: f32[N, N]) -> p: f32[N, N] {\n  p(i, j) = softmax(i, j) s(i, j)\n}\n");
   ASSERT_TRUE(u.module) << u.printed();
-  const Expr& e = *u.kernel().defs[0]->rhs;
+  const Expr &e = *u.kernel().defs[0]->rhs;
   ASSERT_EQ(e.kind, ExprKind::Softmax);
   EXPECT_THAT(e.softmaxAxes, ElementsAre("i", "j"));
   EXPECT_FALSE(e.where);
@@ -416,9 +432,10 @@ TEST(Parser, SoftmaxWithoutParenthesesIsAName) {
 }
 
 TEST(Parser, IndexRangesOnLeftHandSide) {
-  Unit u = parse("kernel f(a: f32[N]) -> o: f32[N] {\n  t(i in 0..N, j in 2 * 1..N + 1) = a(i)\n  o(i) = a(i)\n}\n");
+  Unit u = parse("kernel f(a: f32[N]) -> o: f32[N] {\n  t(i in 0..N, j in 2 * 1..N + 1) = a(i)\n  "
+                 "o(i) = a(i)\n}\n");
   ASSERT_TRUE(u.module) << u.printed();
-  const Definition& t = *u.kernel().defs[0];
+  const Definition &t = *u.kernel().defs[0];
   ASSERT_THAT(t.indices, SizeIs(2));
   EXPECT_EQ(rangeOf(t.indices[0]), "0..N");
   EXPECT_EQ(rangeOf(t.indices[1]), "(2 * 1)..(N + 1)");
@@ -430,7 +447,8 @@ TEST(Parser, RangeDoesNotSwallowComparisons) {
   Unit u = parse("kernel f(a: f32[N]) -> o: f32[N] {\n  o(i in 0..N < 1) = a(i)\n}\n");
   EXPECT_FALSE(u.module);
   ASSERT_THAT(u.diags->diagnostics(), SizeIs(1));
-  EXPECT_EQ(u.diags->diagnostics()[0].message, "expected ')' after the definition's indices, found '<'");
+  EXPECT_EQ(u.diags->diagnostics()[0].message,
+            "expected ')' after the definition's indices, found '<'");
 }
 
 TEST(Parser, ProductDimensionsOfOutputs) {
@@ -438,8 +456,8 @@ TEST(Parser, ProductDimensionsOfOutputs) {
                  "  o(n, c) = 1.0\n  p(i) = 1.0\n  s(i) = 1.0\n"
                  "}\n");
   ASSERT_TRUE(u.module) << u.printed();
-  const Kernel& k = u.kernel();
-  const DimSpec& md = k.outputs[0]->dims[1];
+  const Kernel &k = u.kernel();
+  const DimSpec &md = k.outputs[0]->dims[1];
   ASSERT_TRUE(md.isProduct());
   EXPECT_EQ(md.symbol, "");
   ASSERT_THAT(md.factors, SizeIs(2));
@@ -465,18 +483,20 @@ TEST(Parser, ProductDimensionInAnInputIsAnError) {
   ASSERT_THAT(u.diags->diagnostics(), SizeIs(1));
   EXPECT_EQ(u.diags->diagnostics()[0].loc.col, 20);
   EXPECT_EQ(u.diags->diagnostics()[0].message,
-            "dimension 1 of input 'x' is a product (M*D); input dimensions bind the sizes, so each must be one size "
+            "dimension 1 of input 'x' is a product (M*D); input dimensions bind the sizes, so each "
+            "must be one size "
             "name or literal (products are allowed in outputs only)");
 }
 
 TEST(Parser, SignatureWithMultipleOutputsAndLiteralDims) {
-  Unit u = parse("kernel attn(q: f32[B, N, 64], m: i32[N]) -> (o: f32[B, N, 64], idx: i32[N], c: f32[3]) {\n"
-                 "  const w = 3, eps = 1e-5\n"
-                 "  ;\n"
-                 "  o(b, i, d) = q(b, i, d)\n"
-                 "}\n");
+  Unit u = parse(
+      "kernel attn(q: f32[B, N, 64], m: i32[N]) -> (o: f32[B, N, 64], idx: i32[N], c: f32[3]) {\n"
+      "  const w = 3, eps = 1e-5\n"
+      "  ;\n"
+      "  o(b, i, d) = q(b, i, d)\n"
+      "}\n");
   ASSERT_TRUE(u.module) << u.printed();
-  const Kernel& k = u.kernel();
+  const Kernel &k = u.kernel();
   EXPECT_EQ(k.name, "attn");
   EXPECT_EQ(k.loc.line, 1);
   EXPECT_EQ(k.loc.col, 1);
@@ -509,7 +529,8 @@ TEST(Parser, SignatureWithMultipleOutputsAndLiteralDims) {
 }
 
 TEST(Parser, SeveralKernelsAndEmptyInputList) {
-  Unit u = parse("kernel a() -> o: f32[4] { o(i) = 1.0 }\nkernel b(x: f32[N]) -> y: f32[N] { y(i) = x(i) }\n");
+  Unit u = parse(
+      "kernel a() -> o: f32[4] { o(i) = 1.0 }\nkernel b(x: f32[N]) -> y: f32[N] { y(i) = x(i) }\n");
   ASSERT_TRUE(u.module) << u.printed();
   ASSERT_THAT(u.module->kernels, SizeIs(2));
   EXPECT_THAT(u.kernel(0).inputs, IsEmpty());
@@ -520,12 +541,12 @@ TEST(Parser, SeveralKernelsAndEmptyInputList) {
 TEST(Parser, NumbersInExpressions) {
   Unit u = parse("kernel f(a: f32[N]) -> o: f32[N] {\n  o(i) = 1e-5 + 3 + 2.5\n}\n");
   ASSERT_TRUE(u.module) << u.printed();
-  const Expr& e = *u.kernel().defs[0]->rhs; // ((1e-5 + 3) + 2.5)
-  const Expr& small = *e.args[0]->args[0];
+  const Expr &e = *u.kernel().defs[0]->rhs; // ((1e-5 + 3) + 2.5)
+  const Expr &small = *e.args[0]->args[0];
   EXPECT_EQ(small.kind, ExprKind::Number);
   EXPECT_FALSE(small.isIntLiteral);
   EXPECT_DOUBLE_EQ(small.number, 1e-5);
-  const Expr& three = *e.args[0]->args[1];
+  const Expr &three = *e.args[0]->args[1];
   EXPECT_TRUE(three.isIntLiteral);
   EXPECT_DOUBLE_EQ(three.number, 3);
 }
@@ -534,7 +555,7 @@ TEST(Parser, StopsAtFirstSyntaxErrorWithLocation) {
   Unit u = parse("kernel f(a: f32[N]) -> o: f32[N] {\n  o(i) a(i)\n  s(i) = + \n  t = 1\n}\n");
   EXPECT_FALSE(u.module);
   ASSERT_THAT(u.diags->diagnostics(), SizeIs(1));
-  const Diagnostic& d = u.diags->diagnostics()[0];
+  const Diagnostic &d = u.diags->diagnostics()[0];
   EXPECT_EQ(d.severity, Severity::Error);
   EXPECT_EQ(d.message, "expected '=' in the definition of 'o', found 'a'");
   EXPECT_EQ(d.loc.line, 2);
@@ -542,21 +563,23 @@ TEST(Parser, StopsAtFirstSyntaxErrorWithLocation) {
 }
 
 struct SyntaxCase {
-  const char* text;
+  const char *text;
   int line, col;
-  const char* message;
+  const char *message;
 };
 
-void PrintTo(const SyntaxCase& c, std::ostream* os) { *os << "\"" << c.text << "\" -> " << c.message; }
+void PrintTo(const SyntaxCase &c, std::ostream *os) {
+  *os << "\"" << c.text << "\" -> " << c.message;
+}
 
 class ParserErrors : public ::testing::TestWithParam<SyntaxCase> {};
 
 TEST_P(ParserErrors, ReportsOneErrorAtTheOffendingToken) {
-  const SyntaxCase& c = GetParam();
+  const SyntaxCase &c = GetParam();
   Unit u = parse(c.text);
   EXPECT_FALSE(u.module);
   ASSERT_THAT(u.diags->diagnostics(), SizeIs(1)) << u.printed();
-  const Diagnostic& d = u.diags->diagnostics()[0];
+  const Diagnostic &d = u.diags->diagnostics()[0];
   EXPECT_EQ(d.message, c.message);
   EXPECT_EQ(d.loc.line, c.line);
   EXPECT_EQ(d.loc.col, c.col);
@@ -564,30 +587,36 @@ TEST_P(ParserErrors, ReportsOneErrorAtTheOffendingToken) {
 
 INSTANTIATE_TEST_SUITE_P(
     Syntax, ParserErrors,
-    ::testing::Values(
-        SyntaxCase{"", 1, 1, "no kernel in file (expected 'kernel name(...) -> ... { ... }')"},
-        SyntaxCase{"# only a comment\n", 2, 1, "no kernel in file (expected 'kernel name(...) -> ... { ... }')"},
-        SyntaxCase{"func f() -> o: f32[1] {}", 1, 1, "expected 'kernel', 'def' or 'import', found 'func'"},
-        SyntaxCase{"kernel f(a f32[N]) -> o: f32[N] {}", 1, 12,
-                   "expected ':' after 'a' (write 'name: f32[dims]'), found 'f32'"},
-        SyntaxCase{"kernel f(a: f32[N]) o: f32[N] {}", 1, 21, "expected '->' before the kernel outputs, found 'o'"},
-        SyntaxCase{"kernel f(a: f16[N]) -> o: f32[N] {}", 1, 13, "unknown element type 'f16' (expected f32 or i32)"},
-        SyntaxCase{"kernel f(a: f32[0]) -> o: f32[N] {}", 1, 17, "dimension must be positive, got 0"},
-        SyntaxCase{"kernel f(a: f32[N]) -> o: f32[N] {\n  o(i) = a(i)\n", 3, 1,
-                   "expected '}' to close kernel 'f', found end of file"},
-        SyntaxCase{"kernel f(a: f32[N]) -> o: f32[N] { o(i) = sum() a(i) }", 1, 47,
-                   "a reduction needs at least one index, as in 'sum(j) ...'"},
-        SyntaxCase{"kernel f(a: f32[N]) -> o: f32[N] { o(i) = softmax() a(i) }", 1, 51,
-                   "softmax needs at least one index, as in 'softmax(j) ...'"},
-        SyntaxCase{"kernel f(a: f32[N]) -> o: f32[N] { o(i) = 1 < 2 < 3 }", 1, 49,
-                   "comparisons cannot be chained; use '&&'"},
-        SyntaxCase{"kernel f(a: f32[N]) -> o: f32[N] { o(i) = a(i }", 1, 47,
-                   "expected ')' to close the arguments of 'a', found '}'"},
-        SyntaxCase{"kernel f(a: f32[N]) -> o: f32[N] { o(i) = 3000000000 }", 1, 43,
-                   "integer '3000000000' does not fit in 32 bits"},
-        SyntaxCase{"kernel f(a: f32[N]) -> o: f32[N] { o(i) = a(i) } extra", 1, 50, "expected 'kernel', 'def' or 'import', found 'extra'"},
-        SyntaxCase{"kernel f(a: f32[N]) -> o: f32[N] { const c 2 }", 1, 44,
-                   "expected '=' after constant 'c', found '2'"}));
+    ::testing::Values(SyntaxCase{"", 1, 1,
+                                 "no kernel in file (expected 'kernel name(...) -> ... { ... }')"},
+                      SyntaxCase{"# only a comment\n", 2, 1,
+                                 "no kernel in file (expected 'kernel name(...) -> ... { ... }')"},
+                      SyntaxCase{"func f() -> o: f32[1] {}", 1, 1,
+                                 "expected 'kernel', 'def' or 'import', found 'func'"},
+                      SyntaxCase{"kernel f(a f32[N]) -> o: f32[N] {}", 1, 12,
+                                 "expected ':' after 'a' (write 'name: f32[dims]'), found 'f32'"},
+                      SyntaxCase{"kernel f(a: f32[N]) o: f32[N] {}", 1, 21,
+                                 "expected '->' before the kernel outputs, found 'o'"},
+                      SyntaxCase{"kernel f(a: f16[N]) -> o: f32[N] {}", 1, 13,
+                                 "unknown element type 'f16' (expected f32 or i32)"},
+                      SyntaxCase{"kernel f(a: f32[0]) -> o: f32[N] {}", 1, 17,
+                                 "dimension must be positive, got 0"},
+                      SyntaxCase{"kernel f(a: f32[N]) -> o: f32[N] {\n  o(i) = a(i)\n", 3, 1,
+                                 "expected '}' to close kernel 'f', found end of file"},
+                      SyntaxCase{"kernel f(a: f32[N]) -> o: f32[N] { o(i) = sum() a(i) }", 1, 47,
+                                 "a reduction needs at least one index, as in 'sum(j) ...'"},
+                      SyntaxCase{"kernel f(a: f32[N]) -> o: f32[N] { o(i) = softmax() a(i) }", 1,
+                                 51, "softmax needs at least one index, as in 'softmax(j) ...'"},
+                      SyntaxCase{"kernel f(a: f32[N]) -> o: f32[N] { o(i) = 1 < 2 < 3 }", 1, 49,
+                                 "comparisons cannot be chained; use '&&'"},
+                      SyntaxCase{"kernel f(a: f32[N]) -> o: f32[N] { o(i) = a(i }", 1, 47,
+                                 "expected ')' to close the arguments of 'a', found '}'"},
+                      SyntaxCase{"kernel f(a: f32[N]) -> o: f32[N] { o(i) = 3000000000 }", 1, 43,
+                                 "integer '3000000000' does not fit in 32 bits"},
+                      SyntaxCase{"kernel f(a: f32[N]) -> o: f32[N] { o(i) = a(i) } extra", 1, 50,
+                                 "expected 'kernel', 'def' or 'import', found 'extra'"},
+                      SyntaxCase{"kernel f(a: f32[N]) -> o: f32[N] { const c 2 }", 1, 44,
+                                 "expected '=' after constant 'c', found '2'"}));
 
 TEST(Parser, LexerErrorStopsParsingWithoutParserError) {
   Unit u = parse("kernel f(a: f32[N]) -> o: f32[N] {\n  o(i) = a(i) $ 2.0\n}\n");
@@ -617,25 +646,26 @@ TEST(Parser, DeepNestingIsRejected) {
 TEST(Sema, SdpaSizesAndInferredRanges) {
   Unit u = compile(kSdpa);
   ASSERT_TRUE(u.semaOk) << u.printed();
-  const Kernel& k = u.kernel();
+  const Kernel &k = u.kernel();
   ASSERT_THAT(k.sizes, SizeIs(5));
   std::vector<std::string> bound;
-  for (const auto& s : k.sizes) bound.push_back(s.name + "=" + s.tensor->name + "." + std::to_string(s.dim));
+  for (const auto &s : k.sizes)
+    bound.push_back(s.name + "=" + s.tensor->name + "." + std::to_string(s.dim));
   EXPECT_THAT(bound, ElementsAre("B=q.0", "H=q.1", "Nq=q.2", "D=q.3", "Nk=k.2"));
 
-  const Definition& s = u.def("s");
+  const Definition &s = u.def("s");
   ASSERT_THAT(s.indices, SizeIs(4));
   EXPECT_EQ(rangeOf(s.indices[2]), "0..Nq");
   EXPECT_EQ(rangeOf(s.indices[3]), "0..Nk");
   EXPECT_EQ(s.indices[3].rangeOrigin, "'k' dimension 2 (Nk)");
   EXPECT_EQ(s.indices[3].rangeOriginLoc.line, 3);
   // The reduction index d of s: 0..D from q's last dimension.
-  const Expr& sum = *s.rhs->args[1];
+  const Expr &sum = *s.rhs->args[1];
   ASSERT_EQ(sum.kind, ExprKind::Reduce);
   EXPECT_EQ(rangeOf(sum.reduceIndices[0]), "0..D");
 
   // Output indices take the declared output dimensions.
-  const Definition& o = u.def("o");
+  const Definition &o = u.def("o");
   EXPECT_EQ(rangeOf(o.indices[3]), "0..D");
   EXPECT_EQ(o.indices[3].rangeOrigin, "output 'o' dimension 3 (D)");
   ASSERT_TRUE(o.tensor);
@@ -659,9 +689,11 @@ TEST(Sema, AstPrinterShowsRangesAndTypes) {
   EXPECT_THAT(ast, HasSubstr("kernel sdpa @2:1\n"));
   EXPECT_THAT(ast, HasSubstr("  input k: f32[B, H, Nk, D] @2:34\n"));
   EXPECT_THAT(ast, HasSubstr("  size Nk = k.dim[2]\n"));
-  EXPECT_THAT(ast, HasSubstr("  def s(b in 0..B, h in 0..H, i in 0..Nq, j in 0..Nk) : f32 @3:3\n"
-                             "    = (rsqrt(D) * (sum(d in 0..D) (q(b, h, i, d) * k(b, h, j, d))))\n"));
-  EXPECT_THAT(ast, HasSubstr("  def o(b in 0..B, h in 0..H, i in 0..Nq, e in 0..D) : f32 output @5:3\n"));
+  EXPECT_THAT(ast,
+              HasSubstr("  def s(b in 0..B, h in 0..H, i in 0..Nq, j in 0..Nk) : f32 @3:3\n"
+                        "    = (rsqrt(D) * (sum(d in 0..D) (q(b, h, i, d) * k(b, h, j, d))))\n"));
+  EXPECT_THAT(
+      ast, HasSubstr("  def o(b in 0..B, h in 0..H, i in 0..Nq, e in 0..D) : f32 output @5:3\n"));
 }
 
 TEST(Sema, ExpressionTypesAndIdentifierKinds) {
@@ -672,26 +704,26 @@ TEST(Sema, ExpressionTypesAndIdentifierKinds) {
                    "  o(i, d) = w * q(i, (d + 1) % D) + max(q(i, d), 0.0)\n"
                    "}\n");
   ASSERT_TRUE(u.semaOk) << u.printed();
-  const Definition& x = u.def("x");
+  const Definition &x = u.def("x");
   EXPECT_EQ(x.rhs->type, ScalarType::Int);
   ASSERT_TRUE(x.tensor);
   EXPECT_EQ(x.tensor->elemType, ElemType::I32);
 
-  const Definition& c = u.def("c");
+  const Definition &c = u.def("c");
   EXPECT_EQ(c.rhs->kind, ExprKind::Call);
   EXPECT_EQ(c.rhs->type, ScalarType::Float);
   EXPECT_EQ(c.rhs->args[0]->type, ScalarType::Bool);
-  const Expr& h = *c.rhs->args[2];
+  const Expr &h = *c.rhs->args[2];
   EXPECT_EQ(h.identKind, IdentKind::Const);
   EXPECT_DOUBLE_EQ(h.constValue, 0.5);
   EXPECT_EQ(h.type, ScalarType::Float);
 
-  const Definition& o = u.def("o");
-  const Expr& sum = *o.rhs;                 // ((w * q(...)) + max(...))
-  const Expr& w = *sum.args[0]->args[0];    // w
+  const Definition &o = u.def("o");
+  const Expr &sum = *o.rhs;              // ((w * q(...)) + max(...))
+  const Expr &w = *sum.args[0]->args[0]; // w
   EXPECT_EQ(w.identKind, IdentKind::Const);
   EXPECT_EQ(w.type, ScalarType::Int);
-  const Expr& read = *sum.args[0]->args[1]; // q(i, (d + 1) % D)
+  const Expr &read = *sum.args[0]->args[1]; // q(i, (d + 1) % D)
   EXPECT_EQ(read.kind, ExprKind::Read);
   ASSERT_TRUE(read.tensor);
   EXPECT_EQ(read.tensor->name, "q");
@@ -700,7 +732,7 @@ TEST(Sema, ExpressionTypesAndIdentifierKinds) {
   EXPECT_EQ(read.args[0]->index, &o.indices[0]);
   EXPECT_EQ(read.args[1]->type, ScalarType::Int);
   EXPECT_EQ(read.args[1]->args[1]->identKind, IdentKind::Size);
-  const Expr& mx = *sum.args[1];
+  const Expr &mx = *sum.args[1];
   EXPECT_EQ(mx.kind, ExprKind::Call) << "max(a, b) is the elementwise builtin after Sema";
   EXPECT_EQ(mx.type, ScalarType::Float);
   EXPECT_EQ(sum.type, ScalarType::Float);
@@ -712,12 +744,12 @@ TEST(Sema, CausalMaskAndMaxReduction) {
                    "  m(i) = max(j) s(i, j)\n"
                    "}\n");
   ASSERT_TRUE(u.semaOk) << u.printed();
-  const Definition& p = u.def("p");
+  const Definition &p = u.def("p");
   EXPECT_EQ(p.rhs->type, ScalarType::Float);
   ASSERT_TRUE(p.rhs->where);
   EXPECT_EQ(p.rhs->where->type, ScalarType::Bool);
   EXPECT_EQ(rangeOf(p.indices[1]), "0..M");
-  const Definition& m = u.def("m");
+  const Definition &m = u.def("m");
   EXPECT_EQ(m.rhs->reduceKind, ReduceKind::Max);
   EXPECT_EQ(rangeOf(m.rhs->reduceIndices[0]), "0..M");
   EXPECT_EQ(m.rhs->reduceIndices[0].rangeOrigin, "'s' dimension 1 (M)");
@@ -729,7 +761,7 @@ TEST(Sema, ExplicitRangesAndConstants) {
                    "  o(i) = sum(c in 0..w) q(i, c % D)\n"
                    "}\n");
   ASSERT_TRUE(u.semaOk) << u.printed();
-  const Kernel& k = u.kernel();
+  const Kernel &k = u.kernel();
   ASSERT_THAT(k.consts, SizeIs(5));
   EXPECT_DOUBLE_EQ(k.consts[1].folded, 3);
   EXPECT_TRUE(k.consts[1].isInt);
@@ -741,17 +773,18 @@ TEST(Sema, ExplicitRangesAndConstants) {
 }
 
 TEST(Sema, DefineOverrides) {
-  const char* text = "kernel f(q: f32[N]) -> o: f32[N] {\n  const w = 3, eps = 0.5\n  o(i) = w * q(i) + eps\n}\n";
+  const char *text =
+      "kernel f(q: f32[N]) -> o: f32[N] {\n  const w = 3, eps = 0.5\n  o(i) = w * q(i) + eps\n}\n";
   Unit u = compile(text, SemaOptions{{{"w", "5"}, {"eps", "1e-3"}}});
   ASSERT_TRUE(u.semaOk) << u.printed();
-  const Kernel& k = u.kernel();
+  const Kernel &k = u.kernel();
   EXPECT_DOUBLE_EQ(k.consts[0].folded, 5);
   EXPECT_TRUE(k.consts[0].overridden);
   EXPECT_DOUBLE_EQ(k.consts[1].folded, 1e-3);
   EXPECT_TRUE(k.consts[1].overridden);
   EXPECT_THAT(u.ast(), HasSubstr("  const w = 5 (from -D) @2:9\n"));
   // Uses of the constant see the overridden value.
-  const Expr& w = *k.defs[0]->rhs->args[0]->args[0];
+  const Expr &w = *k.defs[0]->rhs->args[0]->args[0];
   EXPECT_EQ(w.identKind, IdentKind::Const);
   EXPECT_DOUBLE_EQ(w.constValue, 5);
 
@@ -762,9 +795,10 @@ TEST(Sema, DefineOverrides) {
 }
 
 TEST(Sema, DefineOverridesFeedLaterConstantsAndEveryKernel) {
-  Unit u = compile("kernel a(q: f32[N]) -> o: f32[N] {\n  const w = 3, h = w * 2\n  o(i) = h * q(i)\n}\n"
-                   "kernel b(q: f32[N]) -> o: f32[N] {\n  o(i) = q(i)\n}\n",
-                   SemaOptions{{{"w", "10"}}});
+  Unit u =
+      compile("kernel a(q: f32[N]) -> o: f32[N] {\n  const w = 3, h = w * 2\n  o(i) = h * q(i)\n}\n"
+              "kernel b(q: f32[N]) -> o: f32[N] {\n  o(i) = q(i)\n}\n",
+              SemaOptions{{{"w", "10"}}});
   ASSERT_TRUE(u.semaOk) << u.printed();
   EXPECT_DOUBLE_EQ(u.kernel(0).consts[1].folded, 20);
   EXPECT_FALSE(u.kernel(0).consts[1].overridden);
@@ -772,11 +806,12 @@ TEST(Sema, DefineOverridesFeedLaterConstantsAndEveryKernel) {
 }
 
 TEST(Sema, DefineOverrideErrors) {
-  const char* text = "kernel f(q: f32[N]) -> o: f32[N] {\n  const w = 3\n  o(i) = w * q(i)\n}\n";
+  const char *text = "kernel f(q: f32[N]) -> o: f32[N] {\n  const w = 3\n  o(i) = w * q(i)\n}\n";
   auto firstMessage = [&](std::vector<std::pair<std::string, std::string>> defs) {
     Unit u = compile(text, SemaOptions{std::move(defs)});
     EXPECT_FALSE(u.semaOk);
-    if (u.diags->diagnostics().empty()) return std::string("<no diagnostic>");
+    if (u.diags->diagnostics().empty())
+      return std::string("<no diagnostic>");
     EXPECT_FALSE(u.diags->diagnostics()[0].loc.valid());
     return u.diags->diagnostics()[0].message;
   };
@@ -784,27 +819,33 @@ TEST(Sema, DefineOverrideErrors) {
   EXPECT_EQ(firstMessage({{"w", "abc"}}), "-D w=abc: 'abc' is not a number");
   EXPECT_EQ(firstMessage({{"w", ""}}), "-D w=: '' is not a number");
   EXPECT_EQ(firstMessage({{"w", "nan"}}), "-D w=nan: 'nan' is not a number");
-  EXPECT_EQ(firstMessage({{"w", "2.5"}}), "-D w=2.5: constant 'w' is an integer; write it without '.' or an exponent");
-  EXPECT_EQ(firstMessage({{"w", "3000000000"}}), "-D w=3000000000: 3000000000 does not fit in a 32-bit integer");
+  EXPECT_EQ(firstMessage({{"w", "2.5"}}),
+            "-D w=2.5: constant 'w' is an integer; write it without '.' or an exponent");
+  EXPECT_EQ(firstMessage({{"w", "3000000000"}}),
+            "-D w=3000000000: 3000000000 does not fit in a 32-bit integer");
 }
 
 struct SemaCase {
-  const char* body; // definitions inside `kernel f(q: f32[N, D], k: f32[M, D]) -> o: f32[N, D] { ... }`
-  int line, col;    // of the first diagnostic; line 2 is the first line of the body
-  const char* message;
+  const char
+      *body; // definitions inside `kernel f(q: f32[N, D], k: f32[M, D]) -> o: f32[N, D] { ... }`
+  int line, col; // of the first diagnostic; line 2 is the first line of the body
+  const char *message;
 };
 
-void PrintTo(const SemaCase& c, std::ostream* os) { *os << "\"" << c.body << "\" -> " << c.message; }
+void PrintTo(const SemaCase &c, std::ostream *os) {
+  *os << "\"" << c.body << "\" -> " << c.message;
+}
 
 class SemaErrors : public ::testing::TestWithParam<SemaCase> {};
 
 TEST_P(SemaErrors, FirstDiagnostic) {
-  const SemaCase& c = GetParam();
-  Unit u = compile(std::string("kernel f(q: f32[N, D], k: f32[M, D]) -> o: f32[N, D] {\n") + c.body + "\n}\n");
+  const SemaCase &c = GetParam();
+  Unit u = compile(std::string("kernel f(q: f32[N, D], k: f32[M, D]) -> o: f32[N, D] {\n") +
+                   c.body + "\n}\n");
   ASSERT_TRUE(u.module) << u.printed();
   EXPECT_FALSE(u.semaOk);
   ASSERT_THAT(u.diags->diagnostics(), ::testing::Not(IsEmpty()));
-  const Diagnostic& d = u.diags->diagnostics()[0];
+  const Diagnostic &d = u.diags->diagnostics()[0];
   EXPECT_EQ(d.severity, Severity::Error);
   EXPECT_EQ(d.message, c.message) << u.printed();
   EXPECT_EQ(d.loc.line, c.line) << u.printed();
@@ -816,20 +857,27 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         SemaCase{"  o(i, d) = zz + q(i, d)", 2, 13, "unknown identifier 'zz'"},
         SemaCase{"  o(i, d) = foo(i, d)", 2, 13, "unknown tensor or function 'foo'"},
-        SemaCase{"  o(i, d) = q(i)", 2, 13, "wrong number of indices: 'q' has rank 2 but is indexed with 1"},
-        SemaCase{"  o(i in 0..M, d) = k(i, d)", 2, 5,
-                 "size mismatch: output 'o' dimension 0 is N, but index 'i' is given the range 0..M"},
+        SemaCase{"  o(i, d) = q(i)", 2, 13,
+                 "wrong number of indices: 'q' has rank 2 but is indexed with 1"},
+        SemaCase{
+            "  o(i in 0..M, d) = k(i, d)", 2, 5,
+            "size mismatch: output 'o' dimension 0 is N, but index 'i' is given the range 0..M"},
         SemaCase{"  o(i, d) = q(i, d) + k(i, d)", 2, 25,
-                 "inconsistent sizes for index 'i': 'k' dimension 0 (M) here, but output 'o' dimension 0 (N)"},
+                 "inconsistent sizes for index 'i': 'k' dimension 0 (M) here, but output 'o' "
+                 "dimension 0 (N)"},
         SemaCase{"  s(i, j) = q(i, 0)\n  o(i, d) = q(i, d)", 2, 8,
-                 "cannot infer the range of index 'j': it is never used directly as a tensor index; give it as "
+                 "cannot infer the range of index 'j': it is never used directly as a tensor "
+                 "index; give it as "
                  "'j in 0..N'"},
         SemaCase{"  o(i, d) = softmax(x) q(i, d)", 2, 21,
-                 "softmax over 'x', which is not a free index of 'o' (softmax normalises over indices of the "
+                 "softmax over 'x', which is not a free index of 'o' (softmax normalises over "
+                 "indices of the "
                  "left-hand side)"},
         SemaCase{"  o(i, d) = 2.0 * softmax(d) q(i, d)", 2, 19,
-                 "softmax must be the whole right-hand side of a definition, as in 'p(i, j) = softmax(j) s(i, j)'"},
-        SemaCase{"  o(i, d) = q(i, 0.5)", 2, 18, "type mismatch: index 1 of 'q' must be an integer, found float"},
+                 "softmax must be the whole right-hand side of a definition, as in 'p(i, j) = "
+                 "softmax(j) s(i, j)'"},
+        SemaCase{"  o(i, d) = q(i, 0.5)", 2, 18,
+                 "type mismatch: index 1 of 'q' must be an integer, found float"},
         SemaCase{"  o(i, d) = o(i, d)", 2, 13, "recursive definition: 'o' reads itself"},
         SemaCase{"  s(i, d) = r(i, d)\n  r(i, d) = q(i, d)\n  o(i, d) = q(i, d)", 2, 13,
                  "'r' is used before its definition"},
@@ -840,46 +888,58 @@ INSTANTIATE_TEST_SUITE_P(
         SemaCase{"  o(i, d) = q(i, d) > 0.0", 2, 21,
                  "definition of 'o' is a boolean; use select(cond, 1.0, 0.0) for a mask value"},
         SemaCase{"  o(i, d) = q + q(i, d)", 2, 13, "'q' is a tensor; index it, as in 'q(...)'"},
-        SemaCase{"  o(i, d) = N(i) + q(i, d)", 2, 13, "'N' is a scalar, not a tensor; it takes no indices"},
-        SemaCase{"  q(i, d) = 1.0\n  o(i, d) = q(i, d)", 2, 3, "cannot define 'q': it is a kernel input"},
-        SemaCase{"  s__t(i, d) = q(i, d)\n  o(i, d) = q(i, d)", 2, 3,
-                 "definition name 's__t' contains '__', which is reserved for compiler-generated names"},
-        SemaCase{"  o(i, d) = sum(i) q(i, d)", 2, 17, "index 'i' shadows an enclosing index of the same name"},
+        SemaCase{"  o(i, d) = N(i) + q(i, d)", 2, 13,
+                 "'N' is a scalar, not a tensor; it takes no indices"},
+        SemaCase{"  q(i, d) = 1.0\n  o(i, d) = q(i, d)", 2, 3,
+                 "cannot define 'q': it is a kernel input"},
+        SemaCase{
+            "  s__t(i, d) = q(i, d)\n  o(i, d) = q(i, d)", 2, 3,
+            "definition name 's__t' contains '__', which is reserved for compiler-generated names"},
+        SemaCase{"  o(i, d) = sum(i) q(i, d)", 2, 17,
+                 "index 'i' shadows an enclosing index of the same name"},
         SemaCase{"  const c = 1 / 0\n  o(i, d) = q(i, d)", 2, 15,
                  "constant 'c' must be a compile-time number: division by zero"}));
 
 TEST(Sema, ErrorsDoNotCascadeIntoCorrectDefinitions) {
-  Unit u = compile("kernel f(q: f32[N]) -> o: f32[N] {\n  s(i) = zz + q(i)\n  t(i) = q(i)\n  o(i) = t(i)\n}\n");
+  Unit u = compile(
+      "kernel f(q: f32[N]) -> o: f32[N] {\n  s(i) = zz + q(i)\n  t(i) = q(i)\n  o(i) = t(i)\n}\n");
   EXPECT_FALSE(u.semaOk);
   EXPECT_THAT(u.messages(), ElementsAre("unknown identifier 'zz'"));
 }
 
 TEST(Sema, RedefinitionHasANoteAtTheFirstDefinition) {
-  Unit u = compile("kernel f(q: f32[N]) -> o: f32[N] {\n  s(i) = q(i)\n  s(i) = q(i)\n  o(i) = q(i)\n}\n");
+  Unit u = compile(
+      "kernel f(q: f32[N]) -> o: f32[N] {\n  s(i) = q(i)\n  s(i) = q(i)\n  o(i) = q(i)\n}\n");
   EXPECT_FALSE(u.semaOk);
   ASSERT_GE(u.diags->diagnostics().size(), 2u);
-  const Diagnostic& err = u.diags->diagnostics()[0];
-  const Diagnostic& note = u.diags->diagnostics()[1];
+  const Diagnostic &err = u.diags->diagnostics()[0];
+  const Diagnostic &note = u.diags->diagnostics()[1];
   EXPECT_EQ(err.message, "redefinition of 's'");
   EXPECT_EQ(err.loc.line, 3);
   EXPECT_EQ(note.severity, Severity::Note);
   EXPECT_EQ(note.message, "'s' was first defined here");
   EXPECT_EQ(note.loc.line, 2);
   EXPECT_EQ(note.loc.col, 3);
-  EXPECT_EQ(u.diags->numErrors(), static_cast<int>(std::count_if(
-                                      u.diags->diagnostics().begin(), u.diags->diagnostics().end(),
-                                      [](const Diagnostic& d) { return d.severity == Severity::Error; })));
+  EXPECT_EQ(u.diags->numErrors(),
+            static_cast<int>(
+                std::count_if(u.diags->diagnostics().begin(), u.diags->diagnostics().end(),
+                              [](const Diagnostic &d) { return d.severity == Severity::Error; })));
 }
 
 TEST(Sema, InconsistentSizesNotePointsAtTheOrigin) {
-  Unit u = compile("kernel f(q: f32[N], k: f32[M]) -> o: f32[N] {\n  s(i) = q(i) + k(i)\n  o(i) = q(i)\n}\n");
+  Unit u = compile(
+      "kernel f(q: f32[N], k: f32[M]) -> o: f32[N] {\n  s(i) = q(i) + k(i)\n  o(i) = q(i)\n}\n");
   EXPECT_FALSE(u.semaOk);
-  EXPECT_THAT(u.diags->diagnostics(),
-              ::testing::Contains(AllOf(Field(&Diagnostic::severity, Severity::Note),
-                                        Field(&Diagnostic::message, "the range of 'i' comes from here"))));
+  EXPECT_THAT(
+      u.diags->diagnostics(),
+      ::testing::Contains(AllOf(Field(&Diagnostic::severity, Severity::Note),
+                                Field(&Diagnostic::message, "the range of 'i' comes from here"))));
   std::string printed = u.printed();
-  EXPECT_THAT(printed, HasSubstr("test.attn:2:19: error: inconsistent sizes for index 'i': 'k' dimension 0 (M) here, "
-                                 "but 'q' dimension 0 (N)\n  s(i) = q(i) + k(i)\n                  ^\n"));
+  EXPECT_THAT(
+      printed,
+      HasSubstr(
+          "test.attn:2:19: error: inconsistent sizes for index 'i': 'k' dimension 0 (M) here, "
+          "but 'q' dimension 0 (N)\n  s(i) = q(i) + k(i)\n                  ^\n"));
   EXPECT_THAT(printed, HasSubstr("test.attn:2:12: note: the range of 'i' comes from here\n"));
 }
 
@@ -893,7 +953,8 @@ TEST(Sema, BuiltinsAndReservedNames) {
 
   Unit u = compile("kernel f(exp: f32[N]) -> o: f32[N] {\n  o(i) = 1.0\n}\n");
   EXPECT_FALSE(u.semaOk);
-  EXPECT_THAT(u.messages(), ::testing::Contains("input name 'exp' is reserved (a builtin function or keyword)"));
+  EXPECT_THAT(u.messages(),
+              ::testing::Contains("input name 'exp' is reserved (a builtin function or keyword)"));
 }
 
 TEST(Sema, SeveralKernelsAreAnalysedIndependently) {

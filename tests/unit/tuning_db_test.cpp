@@ -14,9 +14,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-TuningEntry entry(const std::string& variant, std::map<std::string, double> tried, const std::string& machine = "m") {
+TuningEntry entry(const std::string &variant, std::map<std::string, double> tried,
+                  const std::string &machine = "m") {
   TuningEntry e;
-  e.variant = variant, e.target = "x86-64-linux", e.bucket = "N=64", e.rule = "cpu-online", e.machine = machine;
+  e.variant = variant, e.target = "x86-64-linux", e.bucket = "N=64", e.rule = "cpu-online",
+  e.machine = machine;
   e.tried = std::move(tried);
   return e;
 }
@@ -29,8 +31,9 @@ TEST(TuningDbMerge, KeepsTheMeasurementsOfBothRuns) {
   TuningEntry mine = entry("sdpa.attn:sdpa", {{"tile=0;", 2.1}, {"tile=256;", 1.8}});
   disk.merge(mine, MergeOptions{});
   ASSERT_EQ(disk.entries.size(), 1u);
-  const TuningEntry& e = disk.entries[0];
-  EXPECT_EQ(e.tried, (std::map<std::string, double>{{"tile=0;", 2.1}, {"tile=64;", 1.5}, {"tile=256;", 1.8}}));
+  const TuningEntry &e = disk.entries[0];
+  EXPECT_EQ(e.tried, (std::map<std::string, double>{
+                         {"tile=0;", 2.1}, {"tile=64;", 1.5}, {"tile=256;", 1.8}}));
   // Only a finished run replaces the result another run left.
   EXPECT_EQ(e.params, (std::map<std::string, int>{{"online.score_rows", 4}}));
   EXPECT_EQ(e.timeMs, 1.5);
@@ -63,7 +66,8 @@ TEST(TuningDbMerge, DropsMeasurementsFromAnotherMachineOrARestart) {
 // writer's view wins).
 TEST(TuningDbUpdate, ConcurrentWritersKeepEveryChange) {
   std::string tmpl = ::testing::TempDir();
-  if (tmpl.empty() || tmpl.back() != '/') tmpl += '/';
+  if (tmpl.empty() || tmpl.back() != '/')
+    tmpl += '/';
   tmpl += "attnc_tuning_XXXXXX";
   ASSERT_NE(mkdtemp(tmpl.data()), nullptr) << std::strerror(errno);
   const std::string dir = tmpl, db = dir + "/attnc-tuning.json";
@@ -77,7 +81,7 @@ TEST(TuningDbUpdate, ConcurrentWritersKeepEveryChange) {
         std::string key = "w" + std::to_string(w) + "." + std::to_string(i), err;
         bool ok = TuningDb::update(
             db,
-            [&](TuningDb& disk) {
+            [&](TuningDb &disk) {
               disk.merge(entry(key + ".attn:k", {}), MergeOptions{});
               disk.merge(entry("shared.attn:k", {{key, 1.0}}), MergeOptions{});
             },
@@ -100,13 +104,15 @@ TEST(TuningDbUpdate, ConcurrentWritersKeepEveryChange) {
   std::string err;
   ASSERT_TRUE(TuningDb::load(db, &result, &err)) << err;
   EXPECT_EQ(result.entries.size(), 2u * kUpdates + 1);
-  const TuningEntry* shared = result.find("shared.attn:k", "x86-64-linux", "N=64");
+  const TuningEntry *shared = result.find("shared.attn:k", "x86-64-linux", "N=64");
   ASSERT_NE(shared, nullptr);
   EXPECT_EQ(shared->tried.size(), 2u * kUpdates);
   // The lock file stays (removing it would race with a waiting writer); no temporary does.
   std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path().filename().string());
-  EXPECT_THAT(files, ::testing::UnorderedElementsAre("attnc-tuning.json", "attnc-tuning.json.lock"));
+  for (const auto &e : fs::directory_iterator(dir))
+    files.push_back(e.path().filename().string());
+  EXPECT_THAT(files,
+              ::testing::UnorderedElementsAre("attnc-tuning.json", "attnc-tuning.json.lock"));
   fs::remove_all(dir);
 }
 

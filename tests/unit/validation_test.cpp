@@ -1,4 +1,5 @@
-// Calls every bundled AOT kernel (all registered descriptors) with wrong inputs of every kind and checks the errors.
+// Calls every bundled AOT kernel (all registered descriptors) with wrong inputs of every kind and
+// checks the errors.
 //
 // Each kernel is linked into this binary by tests/CMakeLists.txt (attnc_register_kernels), so the
 // runtime registry lists them. For every descriptor the test builds a call whose tensors agree
@@ -22,14 +23,15 @@
 namespace {
 
 // Dimension strings are a size symbol, a literal, or (outputs) a product "M*D".
-int64_t extentOf(const std::string& dim, const std::map<std::string, int64_t>& sizes) {
+int64_t extentOf(const std::string &dim, const std::map<std::string, int64_t> &sizes) {
   int64_t v = 1;
   size_t start = 0;
   while (start <= dim.size()) {
     size_t star = dim.find('*', start);
     std::string f = dim.substr(start, star == std::string::npos ? std::string::npos : star - start);
     v *= std::isdigit((unsigned char)f[0]) ? std::stoll(f) : sizes.at(f);
-    if (star == std::string::npos) break;
+    if (star == std::string::npos)
+      break;
     start = star + 1;
   }
   return v;
@@ -42,69 +44,85 @@ struct Call {
 
 // A call that agrees with `k`: sizes 2, 3, 4, ... by first appearance (distinct, so a dimension
 // taken from the wrong symbol is caught).
-Call consistentCall(const attnc::KernelDesc& k) {
+Call consistentCall(const attnc::KernelDesc &k) {
   std::map<std::string, int64_t> sizes;
-  auto bind = [&](const attnc::ParamDesc& p) {
+  auto bind = [&](const attnc::ParamDesc &p) {
     for (int d = 0; d < p.rank; ++d) {
       std::string s = p.dims[d];
       if (!std::isdigit((unsigned char)s[0]) && s.find('*') == std::string::npos && !sizes.count(s))
         sizes[s] = 2 + (int64_t)sizes.size();
     }
   };
-  for (int i = 0; i < k.num_inputs; ++i) bind(k.inputs[i]);
+  for (int i = 0; i < k.num_inputs; ++i)
+    bind(k.inputs[i]);
   Call c;
-  auto make = [&](const attnc::ParamDesc& p) {
+  auto make = [&](const attnc::ParamDesc &p) {
     std::vector<int64_t> shape;
-    for (int d = 0; d < p.rank; ++d) shape.push_back(extentOf(p.dims[d], sizes));
+    for (int d = 0; d < p.rank; ++d)
+      shape.push_back(extentOf(p.dims[d], sizes));
     int64_t n = 1;
-    for (int64_t e : shape) n *= e;
+    for (int64_t e : shape)
+      n *= e;
     c.storage.emplace_back(std::max<int64_t>(n, 1) * 4, 0);
     return attnc::TensorView::contiguous(c.storage.back().data(), p.dtype, shape);
   };
   c.storage.reserve(k.num_inputs + k.num_outputs);
-  for (int i = 0; i < k.num_inputs; ++i) c.in.push_back(make(k.inputs[i]));
-  for (int o = 0; o < k.num_outputs; ++o) c.out.push_back(make(k.outputs[o]));
+  for (int i = 0; i < k.num_inputs; ++i)
+    c.in.push_back(make(k.inputs[i]));
+  for (int o = 0; o < k.num_outputs; ++o)
+    c.out.push_back(make(k.outputs[o]));
   return c;
 }
 
 // Whether input `i`'s dimension `d` is pinned: a literal, or a symbol another input dimension
 // also uses (then a different extent contradicts it).
-bool pinned(const attnc::KernelDesc& k, int i, int d) {
+bool pinned(const attnc::KernelDesc &k, int i, int d) {
   std::string s = k.inputs[i].dims[d];
-  if (std::isdigit((unsigned char)s[0])) return true;
+  if (std::isdigit((unsigned char)s[0]))
+    return true;
   for (int j = 0; j < k.num_inputs; ++j)
     for (int e = 0; e < k.inputs[j].rank; ++e)
-      if ((j != i || e != d) && s == k.inputs[j].dims[e]) return true;
+      if ((j != i || e != d) && s == k.inputs[j].dims[e])
+        return true;
   return false;
 }
 
-void expectRefused(const attnc::KernelDesc& k, const Call& c, const std::string& what, const std::string& tensor,
-                   const std::string& mustMention = "", bool snapshot = true) {
+void expectRefused(const attnc::KernelDesc &k, const Call &c, const std::string &what,
+                   const std::string &tensor, const std::string &mustMention = "",
+                   bool snapshot = true) {
   attnc::Status st = attnc::validate_call(k, c.in, c.out);
   EXPECT_FALSE(st.ok()) << k.name << ": " << what << " was accepted";
-  if (st.ok()) return;
+  if (st.ok())
+    return;
   EXPECT_NE(st.message().find(k.name), std::string::npos) << what << ": " << st.message();
-  if (!tensor.empty()) EXPECT_NE(st.message().find("'" + tensor + "'"), std::string::npos) << what << ": " << st.message();
-  if (!mustMention.empty()) EXPECT_NE(st.message().find(mustMention), std::string::npos) << what << ": " << st.message();
+  if (!tensor.empty())
+    EXPECT_NE(st.message().find("'" + tensor + "'"), std::string::npos)
+        << what << ": " << st.message();
+  if (!mustMention.empty())
+    EXPECT_NE(st.message().find(mustMention), std::string::npos) << what << ": " << st.message();
   // call() refuses it the same way, and writes nothing.
   std::vector<std::vector<char>> before;
   // (An output aliasing a smaller input cannot be snapshot over its own extent.)
-  for (const auto& o : c.out)
-    before.emplace_back((char*)o.data, (char*)o.data + (o.data && snapshot ? std::max<int64_t>(o.numel(), 0) * 4 : 0));
+  for (const auto &o : c.out)
+    before.emplace_back((char *)o.data,
+                        (char *)o.data +
+                            (o.data && snapshot ? std::max<int64_t>(o.numel(), 0) * 4 : 0));
   attnc::Status st2 = attnc::call(k, c.in, c.out);
   EXPECT_FALSE(st2.ok()) << k.name << ": call() accepted " << what;
   for (size_t o = 0; o < c.out.size(); ++o)
-    // memcmp's pointers must not be null even for 0 bytes: an empty snapshot has nothing to compare.
+    // memcmp's pointers must not be null even for 0 bytes: an empty snapshot has nothing to
+    // compare.
     if (c.out[o].data && !before[o].empty())
-      EXPECT_EQ(std::memcmp(c.out[o].data, before[o].data(), before[o].size()), 0) << what << ": output written";
+      EXPECT_EQ(std::memcmp(c.out[o].data, before[o].data(), before[o].size()), 0)
+          << what << ": output written";
 }
 
 TEST(Validation, EveryKernelRefusesEveryKindOfWrongInput) {
-  std::vector<const attnc::KernelDesc*> kernels = attnc::Registry::global().list();
+  std::vector<const attnc::KernelDesc *> kernels = attnc::Registry::global().list();
   ASSERT_GE(kernels.size(), 20u) << "the bundled kernels are not linked into this test";
   int cases = 0;
-  for (const attnc::KernelDesc* kp : kernels) {
-    const attnc::KernelDesc& k = *kp;
+  for (const attnc::KernelDesc *kp : kernels) {
+    const attnc::KernelDesc &k = *kp;
     SCOPED_TRACE(k.name);
     const Call good = consistentCall(k);
     attnc::Status ok = attnc::validate_call(k, good.in, good.out);
@@ -143,17 +161,19 @@ TEST(Validation, EveryKernelRefusesEveryKindOfWrongInput) {
       }
       cases += 3;
       for (int d = 0; d < k.inputs[i].rank; ++d) {
-        if (!pinned(k, i, d)) continue;
+        if (!pinned(k, i, d))
+          continue;
         Call c = consistentCall(k);
         std::vector<int64_t> shape(c.in[i].shape, c.in[i].shape + c.in[i].rank);
         shape[d] += 1; // the storage is only read by validation, which refuses before any access
-        std::vector<char>& buf = c.storage[i];
+        std::vector<char> &buf = c.storage[i];
         int64_t n = 1;
-        for (int64_t e : shape) n *= e;
+        for (int64_t e : shape)
+          n *= e;
         buf.resize(n * 4);
         c.in[i] = attnc::TensorView::contiguous(buf.data(), c.in[i].dtype, shape);
-        expectRefused(k, c, "input dimension " + std::to_string(d) + " contradicting its size", name,
-                      "dimension " + std::to_string(d));
+        expectRefused(k, c, "input dimension " + std::to_string(d) + " contradicting its size",
+                      name, "dimension " + std::to_string(d));
         ++cases;
       }
     }
@@ -163,7 +183,9 @@ TEST(Validation, EveryKernelRefusesEveryKindOfWrongInput) {
         Call c = consistentCall(k);
         std::vector<int64_t> shape(c.out[o].shape, c.out[o].shape + c.out[o].rank);
         shape[0] += 1;
-        c.storage.emplace_back((size_t)(c.out[o].numel() / std::max<int64_t>(c.out[o].shape[0], 1) * shape[0] + 1) * 4, 0);
+        c.storage.emplace_back(
+            (size_t)(c.out[o].numel() / std::max<int64_t>(c.out[o].shape[0], 1) * shape[0] + 1) * 4,
+            0);
         c.out[o] = attnc::TensorView::contiguous(c.storage.back().data(), c.out[o].dtype, shape);
         expectRefused(k, c, "an output of the wrong shape", name, "dimension 0");
         ++cases;

@@ -14,7 +14,8 @@ namespace attn_bench {
 
 size_t Tensor::numel() const {
   size_t n = 1;
-  for (int64_t d : shape) n *= (size_t)d;
+  for (int64_t d : shape)
+    n *= (size_t)d;
   return n;
 }
 
@@ -28,7 +29,8 @@ Tensor Tensor::randn(std::vector<int64_t> shape, unsigned seed, float mean, floa
   t.f.resize(t.numel());
   std::mt19937 rng(seed);
   std::normal_distribution<float> d(mean, stddev);
-  for (float& x : t.f) x = d(rng);
+  for (float &x : t.f)
+    x = d(rng);
   return t;
 }
 
@@ -38,7 +40,8 @@ Tensor Tensor::uniform(std::vector<int64_t> shape, unsigned seed, float lo, floa
   t.f.resize(t.numel());
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> d(lo, hi);
-  for (float& x : t.f) x = d(rng);
+  for (float &x : t.f)
+    x = d(rng);
   return t;
 }
 
@@ -60,7 +63,8 @@ Tensor Tensor::zeros(std::vector<int64_t> shape) {
 double loadAverage() {
   std::ifstream f("/proc/loadavg");
   double l = -1;
-  if (!(f >> l)) return -1;
+  if (!(f >> l))
+    return -1;
   return l;
 }
 
@@ -76,12 +80,14 @@ double seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
   return std::chrono::duration<double>(b - a).count();
 }
 
-double maxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return INFINITY;
+double maxAbsDiff(const std::vector<float> &a, const std::vector<float> &b) {
+  if (a.size() != b.size())
+    return INFINITY;
   double m = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     const double d = std::abs((double)a[i] - (double)b[i]);
-    if (std::isnan(d)) return INFINITY;
+    if (std::isnan(d))
+      return INFINITY;
     m = std::max(m, d);
   }
   return m;
@@ -95,7 +101,7 @@ struct Runner {
   double firstSeconds = 0;
 };
 
-void setMedian(Runner& r, std::vector<double> t) {
+void setMedian(Runner &r, std::vector<double> t) {
   std::sort(t.begin(), t.end());
   const size_t n = t.size();
   r.res.seconds = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
@@ -105,7 +111,7 @@ void setMedian(Runner& r, std::vector<double> t) {
 // The median of the timed runs. The first (agreement) run is the warm-up: page faults, the thread
 // pool's start. Where it alone took longer than the budget, it is also the only sample (a cold
 // run of a multi-second naive baseline differs from a warm one by far less than the noise).
-void timeRunner(Runner& r, const Options& o) {
+void timeRunner(Runner &r, const Options &o) {
   if (r.firstSeconds >= o.budget) {
     r.res.seconds = r.firstSeconds;
     r.res.runs = 1;
@@ -127,7 +133,7 @@ void timeRunner(Runner& r, const Options& o) {
 
 // timeRunner for several implementations at once, in rounds of one run each; an implementation
 // leaves the rounds when it has its runs (as timeRunner counts them).
-void timeInTurns(const std::vector<Runner*>& rs, const Options& o) {
+void timeInTurns(const std::vector<Runner *> &rs, const Options &o) {
   std::vector<std::vector<double>> t(rs.size());
   std::vector<double> total(rs.size(), 0);
   std::vector<bool> done(rs.size(), false);
@@ -140,7 +146,8 @@ void timeInTurns(const std::vector<Runner*>& rs, const Options& o) {
   for (bool any = true; any;) {
     any = false;
     for (size_t i = 0; i < rs.size(); ++i) {
-      if (done[i]) continue;
+      if (done[i])
+        continue;
       if ((int)t[i].size() >= o.reps || (total[i] >= o.budget && (int)t[i].size() >= minRuns)) {
         done[i] = true;
         continue;
@@ -153,7 +160,8 @@ void timeInTurns(const std::vector<Runner*>& rs, const Options& o) {
     }
   }
   for (size_t i = 0; i < rs.size(); ++i)
-    if (!t[i].empty()) setMedian(*rs[i], t[i]);
+    if (!t[i].empty())
+      setMedian(*rs[i], t[i]);
 }
 
 std::string rateText(double v) {
@@ -164,7 +172,7 @@ std::string rateText(double v) {
 
 } // namespace
 
-CaseResult runCase(Case& c, const Options& o) {
+CaseResult runCase(Case &c, const Options &o) {
   CaseResult r;
   r.variant = c.variant;
   r.shape = c.shape;
@@ -174,38 +182,44 @@ CaseResult runCase(Case& c, const Options& o) {
   r.bytes = c.bytes;
   r.notes = c.notes;
   r.loadBefore = loadAverage();
-  std::printf("== %s  %s  (%s-bound; %s = %.3g GFLOP; %.3g MB compulsory traffic; load %.2f)\n", c.variant.c_str(),
-              c.shape.c_str(), c.memoryBound ? "memory" : "compute", c.flopFormula.c_str(), c.flops * 1e-9,
-              c.bytes * 1e-6, r.loadBefore);
+  std::printf("== %s  %s  (%s-bound; %s = %.3g GFLOP; %.3g MB compulsory traffic; load %.2f)\n",
+              c.variant.c_str(), c.shape.c_str(), c.memoryBound ? "memory" : "compute",
+              c.flopFormula.c_str(), c.flops * 1e-9, c.bytes * 1e-6, r.loadBefore);
   std::fflush(stdout);
 
   std::vector<attnc::TensorView> ins;
-  for (Tensor& t : c.inputs) ins.push_back(t.view());
+  for (Tensor &t : c.inputs)
+    ins.push_back(t.view());
   size_t outN = 1;
-  for (int64_t d : c.outShape) outN *= (size_t)d;
+  for (int64_t d : c.outShape)
+    outN *= (size_t)d;
   const std::string all = std::to_string(o.threads);
 
   std::vector<Runner> runners;
   // The unmasked kernel (Case::unmasked) reads the first unmaskedInputs of the case's inputs.
-  const std::vector<attnc::TensorView> unmaskedIns(ins.begin(), ins.begin() + std::min(c.unmaskedInputs, ins.size()));
-  auto addKernel = [&](const std::string& name, const std::string& kind, const attnc::KernelDesc* k,
-                       const std::string& threads, const std::vector<attnc::TensorView>& args) {
+  const std::vector<attnc::TensorView> unmaskedIns(
+      ins.begin(), ins.begin() + std::min(c.unmaskedInputs, ins.size()));
+  auto addKernel = [&](const std::string &name, const std::string &kind, const attnc::KernelDesc *k,
+                       const std::string &threads, const std::vector<attnc::TensorView> &args) {
     Runner rn;
     rn.res = {name, kind, threads};
     rn.out.assign(outN, NAN);
     const size_t at = runners.size();
     rn.run = [&, at, k] {
-      Runner& self = runners[at];
-      attnc::Status st = attnc::call(*k, args, {attnc::TensorView::f32(self.out.data(), c.outShape)});
+      Runner &self = runners[at];
+      attnc::Status st =
+          attnc::call(*k, args, {attnc::TensorView::f32(self.out.data(), c.outShape)});
       if (!st.ok()) {
         // A failing call is a wrong result: NaN everywhere makes the agreement check say so.
-        if (self.res.note.empty()) self.res.note = "call failed: " + st.message();
+        if (self.res.note.empty())
+          self.res.note = "call failed: " + st.message();
         std::fill(self.out.begin(), self.out.end(), NAN);
       }
     };
     runners.push_back(std::move(rn));
   };
-  auto addCpp = [&](const std::string& name, const std::string& kind, std::function<std::vector<float>()> fn) {
+  auto addCpp = [&](const std::string &name, const std::string &kind,
+                    std::function<std::vector<float>()> fn) {
     Runner rn;
     rn.res = {name, kind, "1"};
     const size_t at = runners.size();
@@ -220,12 +234,13 @@ CaseResult runCase(Case& c, const Options& o) {
   else {
     Runner rn;
     rn.res = {"attnc (none)", "unscheduled", "1"};
-    rn.res.note = c.unscheduledNote.empty() ? "not timed at this shape (too slow unscheduled)" : c.unscheduledNote;
+    rn.res.note = c.unscheduledNote.empty() ? "not timed at this shape (too slow unscheduled)"
+                                            : c.unscheduledNote;
     runners.push_back(std::move(rn));
   }
   // A schedule that compiles to what the default does (a tuning database that kept the default)
   // is not timed against itself: run-to-run noise would pass for a difference.
-  for (auto& [name, k] : c.schedules) {
+  for (auto &[name, k] : c.schedules) {
     if (k->schedule && c.kernel->schedule && std::string(k->schedule) == c.kernel->schedule) {
       Runner rn;
       rn.res = {"attnc (" + name + ")", "schedule", all};
@@ -236,12 +251,15 @@ CaseResult runCase(Case& c, const Options& o) {
     }
     addKernel("attnc (" + name + ")", "schedule", k, all, ins);
   }
-  if (c.unmasked) addKernel("attnc (" + c.unmaskedName + ", no mask)", "unmasked", c.unmasked, all, unmaskedIns);
-  for (auto& [name, fn] : c.cpp) addCpp(name, "cpp", fn);
+  if (c.unmasked)
+    addKernel("attnc (" + c.unmaskedName + ", no mask)", "unmasked", c.unmasked, all, unmaskedIns);
+  for (auto &[name, fn] : c.cpp)
+    addCpp(name, "cpp", fn);
   if (o.torch) {
     Runner rn;
     rn.res = {"PyTorch " + o.torch->version(), "torch", ""};
-    if (c.torchEntry.empty()) rn.res.note = "no PyTorch formulation of this variant in torch_baseline.py";
+    if (c.torchEntry.empty())
+      rn.res.note = "no PyTorch formulation of this variant in torch_baseline.py";
     runners.push_back(std::move(rn));
   }
 
@@ -253,11 +271,13 @@ CaseResult runCase(Case& c, const Options& o) {
     runners[i].firstSeconds = seconds(a, std::chrono::steady_clock::now());
   }
   for (size_t i = 2; i < runners.size(); ++i) {
-    Runner& rn = runners[i];
+    Runner &rn = runners[i];
     if (rn.res.kind == "torch") {
-      if (c.torchEntry.empty()) continue;
+      if (c.torchEntry.empty())
+        continue;
       std::vector<std::string> names;
-      for (int k = 0; k < c.kernel->num_inputs; ++k) names.push_back(c.kernel->inputs[k].name);
+      for (int k = 0; k < c.kernel->num_inputs; ++k)
+        names.push_back(c.kernel->inputs[k].name);
       TorchBaseline::Result tr;
       std::string err;
       if (!o.torch->run(c.torchEntry, c.torchConsts, names, c.inputs, c.outShape, o, &tr, &err)) {
@@ -271,18 +291,21 @@ CaseResult runCase(Case& c, const Options& o) {
       rn.res.threads = std::to_string(tr.threads);
       continue;
     }
-    if (!rn.run) continue;
+    if (!rn.run)
+      continue;
     const auto a = std::chrono::steady_clock::now();
     rn.run();
     rn.firstSeconds = seconds(a, std::chrono::steady_clock::now());
   }
-  const std::vector<float>& ref = runners[refAt].out;
+  const std::vector<float> &ref = runners[refAt].out;
   double refMax = 0;
-  for (float v : ref) refMax = std::max(refMax, (double)std::abs(v));
+  for (float v : ref)
+    refMax = std::max(refMax, (double)std::abs(v));
   r.tolerance = kRelTolerance * std::max(1.0, refMax);
   std::printf("   max|diff| vs the naive C++ reference (tolerance %.1e):", r.tolerance);
-  for (Runner& rn : runners) {
-    if (rn.res.kind == "reference" || rn.res.kind == "unmasked" || rn.out.empty()) continue;
+  for (Runner &rn : runners) {
+    if (rn.res.kind == "reference" || rn.res.kind == "unmasked" || rn.out.empty())
+      continue;
     rn.res.maxDiff = maxAbsDiff(rn.out, ref);
     const bool ok = rn.res.maxDiff <= r.tolerance;
     r.agree &= ok;
@@ -290,36 +313,41 @@ CaseResult runCase(Case& c, const Options& o) {
   }
   std::printf("\n");
   if (!r.agree) {
-    for (Runner& rn : runners)
-      if (!rn.res.note.empty()) std::printf("   %s: %s\n", rn.res.name.c_str(), rn.res.note.c_str());
+    for (Runner &rn : runners)
+      if (!rn.res.note.empty())
+        std::printf("   %s: %s\n", rn.res.name.c_str(), rn.res.note.c_str());
     std::printf("   not timed: an implementation disagrees with the reference\n\n");
-    for (Runner& rn : runners) r.impls.push_back(rn.res);
+    for (Runner &rn : runners)
+      r.impls.push_back(rn.res);
     r.loadAfter = loadAverage();
     return r;
   }
 
-  if (!c.tileSource.empty()) countTiles(c, &r);
+  if (!c.tileSource.empty())
+    countTiles(c, &r);
 
   // Timing. The attnc kernels (the default schedule and the other schedules of the same algorithm)
   // take turns, one run each per round, so that a change of the machine's load during the case
   // weighs on all of them alike and their ratios compare like with like; then the baselines.
-  std::vector<Runner*> turns;
-  for (Runner& rn : runners)
+  std::vector<Runner *> turns;
+  for (Runner &rn : runners)
     if (rn.run && ((rn.res.maxDiff >= 0 && (rn.res.kind == "attnc" || rn.res.kind == "schedule")) ||
                    (rn.res.kind == "unmasked" && rn.res.note.empty())))
       turns.push_back(&rn);
   timeInTurns(turns, o);
-  for (Runner& rn : runners)
-    if (rn.run && (rn.res.maxDiff >= 0 || rn.res.kind == "reference") && std::find(turns.begin(), turns.end(), &rn) == turns.end())
+  for (Runner &rn : runners)
+    if (rn.run && (rn.res.maxDiff >= 0 || rn.res.kind == "reference") &&
+        std::find(turns.begin(), turns.end(), &rn) == turns.end())
       timeRunner(rn, o);
   const double base = runners[0].res.seconds;
   r.unmaskedName = c.unmaskedName;
-  for (Runner& rn : runners)
-    if (rn.res.kind == "unmasked" && rn.res.runs > 0 && base > 0) r.vsUnmasked = base / rn.res.seconds;
-  std::printf("   %-34s %5s %11s %5s %9s %7s %8s %8s\n", "implementation", "thr", "median ms", "runs", "GFLOP/s", "%peak",
-              "GB/s", "t/t_auto");
-  for (Runner& rn : runners) {
-    const ImplResult& x = rn.res;
+  for (Runner &rn : runners)
+    if (rn.res.kind == "unmasked" && rn.res.runs > 0 && base > 0)
+      r.vsUnmasked = base / rn.res.seconds;
+  std::printf("   %-34s %5s %11s %5s %9s %7s %8s %8s\n", "implementation", "thr", "median ms",
+              "runs", "GFLOP/s", "%peak", "GB/s", "t/t_auto");
+  for (Runner &rn : runners) {
+    const ImplResult &x = rn.res;
     if (x.runs == 0) {
       if (x.kind != "torch" || !x.note.empty())
         std::printf("   %-34s %5s   %s\n", x.name.c_str(), x.threads.c_str(), x.note.c_str());
@@ -327,24 +355,32 @@ CaseResult runCase(Case& c, const Options& o) {
     }
     const double gf = c.flops / x.seconds * 1e-9, gb = c.bytes / x.seconds * 1e-9;
     if (x.kind == "unmasked") { // it does other work: the case's FLOP count is not its own
-      std::printf("   %-34s %5s %11.3f %5d %9s %7s %8s %8.2f\n", x.name.c_str(), x.threads.c_str(), x.seconds * 1e3, x.runs,
-                  "-", "-", "-", x.seconds / base);
+      std::printf("   %-34s %5s %11.3f %5d %9s %7s %8s %8.2f\n", x.name.c_str(), x.threads.c_str(),
+                  x.seconds * 1e3, x.runs, "-", "-", "-", x.seconds / base);
       continue;
     }
-    std::printf("   %-34s %5s %11.3f %5d %9s %6.1f%% %8s %8.2f\n", x.name.c_str(), x.threads.c_str(), x.seconds * 1e3,
-                x.runs, rateText(gf).c_str(), o.peakGflops > 0 ? 100 * gf / o.peakGflops : 0.0, rateText(gb).c_str(),
+    std::printf("   %-34s %5s %11.3f %5d %9s %6.1f%% %8s %8.2f\n", x.name.c_str(),
+                x.threads.c_str(), x.seconds * 1e3, x.runs, rateText(gf).c_str(),
+                o.peakGflops > 0 ? 100 * gf / o.peakGflops : 0.0, rateText(gb).c_str(),
                 x.seconds / base);
   }
-  if (r.vsUnmasked > 0) std::printf("   time / %s's (no mask, timed in turns): %.2f\n", c.unmaskedName.c_str(), r.vsUnmasked);
-  for (const TileCount& t : r.tiles)
-    std::printf("   %s: key tiles visited %lld of %lld (%.1f%%), %lld with the mask test (blocks of %d query row%s x %d keys)\n",
-                t.output.c_str(), (long long)t.visited, (long long)t.total, t.total ? 100.0 * t.visited / t.total : 0.0,
-                (long long)t.maskTested, t.rowsPerBlock, t.rowsPerBlock == 1 ? "" : "s", t.tile);
-  if (!r.tileError.empty()) std::printf("   key tiles not counted: %s\n", r.tileError.c_str());
-  for (const std::string& n : c.notes) std::printf("   note: %s\n", n.c_str());
+  if (r.vsUnmasked > 0)
+    std::printf("   time / %s's (no mask, timed in turns): %.2f\n", c.unmaskedName.c_str(),
+                r.vsUnmasked);
+  for (const TileCount &t : r.tiles)
+    std::printf("   %s: key tiles visited %lld of %lld (%.1f%%), %lld with the mask test (blocks "
+                "of %d query row%s x %d keys)\n",
+                t.output.c_str(), (long long)t.visited, (long long)t.total,
+                t.total ? 100.0 * t.visited / t.total : 0.0, (long long)t.maskTested,
+                t.rowsPerBlock, t.rowsPerBlock == 1 ? "" : "s", t.tile);
+  if (!r.tileError.empty())
+    std::printf("   key tiles not counted: %s\n", r.tileError.c_str());
+  for (const std::string &n : c.notes)
+    std::printf("   note: %s\n", n.c_str());
   std::printf("\n");
   std::fflush(stdout);
-  for (Runner& rn : runners) r.impls.push_back(rn.res);
+  for (Runner &rn : runners)
+    r.impls.push_back(rn.res);
   r.loadAfter = loadAverage();
   return r;
 }

@@ -13,7 +13,8 @@ namespace attn_bench {
 
 class TorchBaseline;
 
-// A kernel input (f32 or i32, C order), kept by the case so every implementation reads the same data.
+// A kernel input (f32 or i32, C order), kept by the case so every implementation reads the same
+// data.
 struct Tensor {
   std::vector<int64_t> shape;
   std::vector<float> f;
@@ -22,40 +23,43 @@ struct Tensor {
 
   size_t numel() const;
   attnc::TensorView view();
-  const float* fp() const { return f.data(); }
-  static Tensor randn(std::vector<int64_t> shape, unsigned seed, float mean = 0.f, float stddev = 1.f);
+  const float *fp() const { return f.data(); }
+  static Tensor randn(std::vector<int64_t> shape, unsigned seed, float mean = 0.f,
+                      float stddev = 1.f);
   static Tensor uniform(std::vector<int64_t> shape, unsigned seed, float lo, float hi);
   static Tensor ints(std::vector<int64_t> shape, std::vector<int32_t> values);
   static Tensor zeros(std::vector<int64_t> shape);
 };
 
 struct Options {
-  int reps = 10;        // timed runs per implementation (fewer when the budget runs out)
-  bool quick = false;   // small shapes only, fewer runs: a smoke run
-  double budget = 4.0;  // seconds of timed runs per implementation, after at least 3 runs
+  int reps = 10;         // timed runs per implementation (fewer when the budget runs out)
+  bool quick = false;    // small shapes only, fewer runs: a smoke run
+  double budget = 4.0;   // seconds of timed runs per implementation, after at least 3 runs
   double peakGflops = 0; // the FMA microkernel's all-core fp32 peak
-  int threads = 1;      // threads of the kernels' pool (and of the peak)
-  const TorchBaseline* torch = nullptr; // null: torch is not importable, no PyTorch column
+  int threads = 1;       // threads of the kernels' pool (and of the peak)
+  const TorchBaseline *torch = nullptr; // null: torch is not importable, no PyTorch column
 };
 
 // One benchmark case: a variant at one shape, its implementations and its work.
 struct Case {
-  std::string variant;     // the entry name (`attn-bench VARIANT` selects its cases)
-  std::string shape;       // printed; causal_attention finds sdpa's time at the same shape by it
+  std::string variant;      // the entry name (`attn-bench VARIANT` selects its cases)
+  std::string shape;        // printed; causal_attention finds sdpa's time at the same shape by it
   bool memoryBound = false; // leads with GB/s instead of GFLOP/s
-  std::string flopFormula; // how `flops` is counted (also in the entry's comment)
+  std::string flopFormula;  // how `flops` is counted (also in the entry's comment)
   double flops = 0;
-  double bytes = 0;        // compulsory traffic: every input read once, the output written once
+  double bytes = 0;           // compulsory traffic: every input read once, the output written once
   std::vector<Tensor> inputs; // in the kernel's order
   std::vector<int64_t> outShape;
-  const attnc::KernelDesc* kernel = nullptr;      // SCHEDULE auto: the kernel under test
-  const attnc::KernelDesc* unscheduled = nullptr; // SCHEDULE none; null where it would take too long
+  const attnc::KernelDesc *kernel = nullptr; // SCHEDULE auto: the kernel under test
+  const attnc::KernelDesc *unscheduled =
+      nullptr;                 // SCHEDULE none; null where it would take too long
   std::string unscheduledNote; // why SCHEDULE none is not timed at this shape
-  std::vector<std::pair<std::string, const attnc::KernelDesc*>> schedules; // further named schedules
+  std::vector<std::pair<std::string, const attnc::KernelDesc *>>
+      schedules; // further named schedules
   // The same attention without the mask (sdpa for causal_attention), on the first
   // `unmaskedInputs` inputs: timed in turns with the kernel, never compared with the reference,
   // so the time the mask saves is measured under the same load.
-  const attnc::KernelDesc* unmasked = nullptr;
+  const attnc::KernelDesc *unmasked = nullptr;
   std::string unmaskedName;
   size_t unmaskedInputs = 0;
   // The variant's source and kernel: where set, the online softmax's visited key tiles are
@@ -73,7 +77,7 @@ struct Case {
 // One implementation's agreement and timing.
 struct ImplResult {
   std::string name;
-  std::string kind;    // attnc (the kernel under test), reference, unscheduled, schedule, cpp, torch
+  std::string kind; // attnc (the kernel under test), reference, unscheduled, schedule, cpp, torch
   std::string threads; // "1" or the thread count
   double maxDiff = -1; // max |output - reference output|; -1: not run
   double seconds = 0;  // median of the timed runs
@@ -99,17 +103,18 @@ struct CaseResult {
   std::vector<std::string> notes;
   double loadBefore = 0, loadAfter = 0; // 1-minute load average around the case
   std::string unmaskedName;             // Case::unmaskedName
-  double vsUnmasked = 0;                // t(kernel) / t(unmasked kernel), timed in turns (0: not measured)
-  std::vector<TileCount> tiles;         // Case::tileSource's online softmaxes
-  std::string tileError;                // why they could not be counted
+  double vsUnmasked = 0;        // t(kernel) / t(unmasked kernel), timed in turns (0: not measured)
+  std::vector<TileCount> tiles; // Case::tileSource's online softmaxes
+  std::string tileError;        // why they could not be counted
 };
 
 // Checks every implementation against the reference, then (if they all agree) times them; prints
 // the case's lines on stdout as it goes.
-CaseResult runCase(Case& c, const Options& o);
+CaseResult runCase(Case &c, const Options &o);
 
-// Counts c.tileSource's visited key tiles at c's inputs into r (tiles.cpp); false with r->tileError.
-bool countTiles(Case& c, CaseResult* r);
+// Counts c.tileSource's visited key tiles at c's inputs into r (tiles.cpp); false with
+// r->tileError.
+bool countTiles(Case &c, CaseResult *r);
 
 // The 1-minute load average (/proc/loadavg), -1 where unknown.
 double loadAverage();

@@ -8,22 +8,22 @@
 namespace attn_bench {
 
 struct Variant {
-  const char* name; // `attn-bench NAME` selects it
-  void (*run)(const Options& o, std::vector<CaseResult>* out);
+  const char *name; // `attn-bench NAME` selects it
+  void (*run)(const Options &o, std::vector<CaseResult> *out);
 };
 
 // entries_dense.cpp
-void benchSdpa(const Options& o, std::vector<CaseResult>* out);
-void benchCausal(const Options& o, std::vector<CaseResult>* out);
-void benchPaddingMask(const Options& o, std::vector<CaseResult>* out);
-void benchMhsa(const Options& o, std::vector<CaseResult>* out);
+void benchSdpa(const Options &o, std::vector<CaseResult> *out);
+void benchCausal(const Options &o, std::vector<CaseResult> *out);
+void benchPaddingMask(const Options &o, std::vector<CaseResult> *out);
+void benchMhsa(const Options &o, std::vector<CaseResult> *out);
 // entries_vision.cpp
-void benchMsda(const Options& o, std::vector<CaseResult>* out);
-void benchMsDeformAttnCore(const Options& o, std::vector<CaseResult>* out);
-void benchDeformAttn(const Options& o, std::vector<CaseResult>* out);
-void benchDatAttn(const Options& o, std::vector<CaseResult>* out);
+void benchMsda(const Options &o, std::vector<CaseResult> *out);
+void benchMsDeformAttnCore(const Options &o, std::vector<CaseResult> *out);
+void benchDeformAttn(const Options &o, std::vector<CaseResult> *out);
+void benchDatAttn(const Options &o, std::vector<CaseResult> *out);
 
-inline const std::vector<Variant>& variants() {
+inline const std::vector<Variant> &variants() {
   static const std::vector<Variant> v = {
       {"sdpa", benchSdpa},
       {"causal_attention", benchCausal},

@@ -35,40 +35,43 @@ struct AttnShape {
 // Issue #7's shape (B=1, H=8, N=2048, D=64), a smaller one, and a tiny one for the unscheduled
 // pipeline: inlined, each softmax statistic is recomputed per score, O(N^4 D^2) work (B1 H2 N32
 // D32 takes 3 s, B1 H1 N32 D16 0.3 s); --quick: the tiny one, smaller still.
-std::vector<AttnShape> attnShapes(const Options& o) {
-  if (o.quick) return {{1, 1, 16, 16, true}};
+std::vector<AttnShape> attnShapes(const Options &o) {
+  if (o.quick)
+    return {{1, 1, 16, 16, true}};
   return {{1, 8, 2048, 64, false}, {1, 8, 256, 64, false}, {1, 1, 32, 16, true}};
 }
 
-std::string attnLabel(const AttnShape& s) {
-  return "B" + std::to_string(s.B) + " H" + std::to_string(s.H) + " N" + std::to_string(s.N) + " D" +
-         std::to_string(s.D);
+std::string attnLabel(const AttnShape &s) {
+  return "B" + std::to_string(s.B) + " H" + std::to_string(s.H) + " N" + std::to_string(s.N) +
+         " D" + std::to_string(s.D);
 }
 
-Case attnCase(const std::string& variant, const AttnShape& s, unsigned seed) {
+Case attnCase(const std::string &variant, const AttnShape &s, unsigned seed) {
   Case c;
   c.variant = variant;
   c.shape = attnLabel(s);
   const std::vector<int64_t> shape = {s.B, s.H, s.N, s.D};
-  c.inputs = {Tensor::randn(shape, seed + 1), Tensor::randn(shape, seed + 2), Tensor::randn(shape, seed + 3)};
+  c.inputs = {Tensor::randn(shape, seed + 1), Tensor::randn(shape, seed + 2),
+              Tensor::randn(shape, seed + 3)};
   c.outShape = shape;
   // q, k, v read and o written once.
   c.bytes = 4.0 * 4 * s.B * s.H * (double)s.N * s.D;
   c.torchEntry = variant;
-  c.unscheduledNote = "not timed at this shape: unscheduled, the softmax statistics are recomputed per score "
-                      "(O(N^4 D^2)); see the B1 H1 N32 D16 row";
+  c.unscheduledNote =
+      "not timed at this shape: unscheduled, the softmax statistics are recomputed per score "
+      "(O(N^4 D^2)); see the B1 H1 N32 D16 row";
   return c;
 }
 
 // The shape the autoscheduled and tuned kernels were made for (tools/CMakeLists.txt).
-bool isMainShape(const AttnShape& s) { return s.B == 1 && s.H == 8 && s.N == 2048 && s.D == 64; }
+bool isMainShape(const AttnShape &s) { return s.B == 1 && s.H == 8 && s.N == 2048 && s.D == 64; }
 
 } // namespace
 
 // SDPA: QK^T and PV, two flops per multiply-add each: 4*B*H*Nq*Nk*D (the softmax's exps and
 // the scaling are not counted, as FlashAttention's benchmarks do).
-void benchSdpa(const Options& o, std::vector<CaseResult>* out) {
-  for (const AttnShape& s : attnShapes(o)) {
+void benchSdpa(const Options &o, std::vector<CaseResult> *out) {
+  for (const AttnShape &s : attnShapes(o)) {
     Case c = attnCase("sdpa", s, 10);
     c.flopFormula = "4*B*H*Nq*Nk*D";
     c.flops = 4.0 * s.B * s.H * (double)s.N * s.N * s.D;
@@ -77,17 +80,20 @@ void benchSdpa(const Options& o, std::vector<CaseResult>* out) {
     // only: Adams2019's schedules refuse smaller outputs (their splits shift inwards).
     if (isMainShape(s)) {
 #ifdef ATTN_BENCH_AUTOSCHEDULED
-      c.schedules.push_back({"Mullapudi2016 autoscheduler", &attnc_kernels::bench_sdpa_mullapudi2016()});
+      c.schedules.push_back(
+          {"Mullapudi2016 autoscheduler", &attnc_kernels::bench_sdpa_mullapudi2016()});
       c.schedules.push_back({"Adams2019 autoscheduler", &attnc_kernels::bench_sdpa_adams2019()});
 #endif
 #ifdef ATTN_BENCH_TUNED
       c.schedules.push_back({"tuned", &attnc_kernels::bench_sdpa_tuned()});
 #endif
     }
-    if (s.unscheduled) c.unscheduled = &attnc_kernels::bench_sdpa_none();
+    if (s.unscheduled)
+      c.unscheduled = &attnc_kernels::bench_sdpa_none();
     c.tileSource = "sdpa.attn", c.tileKernel = "sdpa";
     c.reference = [&c, s] {
-      return attnc_ref::sdpa<float>(c.inputs[0].fp(), c.inputs[1].fp(), c.inputs[2].fp(), s.B, s.H, s.N, s.N, s.D);
+      return attnc_ref::sdpa<float>(c.inputs[0].fp(), c.inputs[1].fp(), c.inputs[2].fp(), s.B, s.H,
+                                    s.N, s.N, s.D);
     };
     out->push_back(runCase(c, o));
   }
@@ -97,28 +103,31 @@ void benchSdpa(const Options& o, std::vector<CaseResult>* out) {
 // 2*B*H*N*(N+1)*D. A kernel that computes the masked scores and throws them away shows up as
 // half of SDPA's GFLOP/s. The sdpa kernel runs on the same inputs in turns with it, so the
 // summary's time over SDPA's shares the machine's load, and the visited key tiles are counted.
-void benchCausal(const Options& o, std::vector<CaseResult>* out) {
-  for (const AttnShape& s : attnShapes(o)) {
+void benchCausal(const Options &o, std::vector<CaseResult> *out) {
+  for (const AttnShape &s : attnShapes(o)) {
     Case c = attnCase("causal_attention", s, 20);
     c.flopFormula = "2*B*H*N*(N+1)*D";
     c.flops = 2.0 * s.B * s.H * (double)s.N * (s.N + 1) * s.D;
     c.kernel = &attnc_kernels::bench_causal_attention();
     if (isMainShape(s)) {
 #ifdef ATTN_BENCH_AUTOSCHEDULED
-      c.schedules.push_back({"Mullapudi2016 autoscheduler", &attnc_kernels::bench_causal_attention_mullapudi2016()});
-      c.schedules.push_back({"Adams2019 autoscheduler", &attnc_kernels::bench_causal_attention_adams2019()});
+      c.schedules.push_back(
+          {"Mullapudi2016 autoscheduler", &attnc_kernels::bench_causal_attention_mullapudi2016()});
+      c.schedules.push_back(
+          {"Adams2019 autoscheduler", &attnc_kernels::bench_causal_attention_adams2019()});
 #endif
 #ifdef ATTN_BENCH_TUNED
       c.schedules.push_back({"tuned", &attnc_kernels::bench_causal_attention_tuned()});
 #endif
     }
-    if (s.unscheduled) c.unscheduled = &attnc_kernels::bench_causal_attention_none();
+    if (s.unscheduled)
+      c.unscheduled = &attnc_kernels::bench_causal_attention_none();
     c.unmasked = &attnc_kernels::bench_sdpa(), c.unmaskedName = "sdpa", c.unmaskedInputs = 3;
     c.tileSource = "causal_attention.attn", c.tileKernel = "causal_attention";
     // The reference computes every score and masks it (as written), so it does SDPA's work.
     c.reference = [&c, s] {
-      return attnc_ref::causal_attention<float>(c.inputs[0].fp(), c.inputs[1].fp(), c.inputs[2].fp(), s.B, s.H, s.N,
-                                                s.D);
+      return attnc_ref::causal_attention<float>(c.inputs[0].fp(), c.inputs[1].fp(),
+                                                c.inputs[2].fp(), s.B, s.H, s.N, s.D);
     };
     out->push_back(runCase(c, o));
   }
@@ -129,19 +138,21 @@ void benchCausal(const Options& o, std::vector<CaseResult>* out) {
 // are counted, 4*H*Nq*D*(visible keys summed over the batch). The sdpa kernel runs on the same
 // q, k, v in turns with it (what ignoring the padding would cost), and the visited key tiles are
 // counted.
-void benchPaddingMask(const Options& o, std::vector<CaseResult>* out) {
+void benchPaddingMask(const Options &o, std::vector<CaseResult> *out) {
   struct Shape {
     int B, H, N, D;
   };
-  const std::vector<Shape> shapes = o.quick ? std::vector<Shape>{{2, 1, 48, 16}} : std::vector<Shape>{{2, 8, 1536, 64}, {2, 8, 384, 64}};
-  for (const Shape& s : shapes) {
+  const std::vector<Shape> shapes = o.quick ? std::vector<Shape>{{2, 1, 48, 16}}
+                                            : std::vector<Shape>{{2, 8, 1536, 64}, {2, 8, 384, 64}};
+  for (const Shape &s : shapes) {
     Case c = attnCase("padding_mask", AttnShape{s.B, s.H, s.N, s.D, false}, 40);
     c.shape += " lengths " + std::to_string(s.N) + "," + std::to_string(s.N / 3);
     std::vector<int32_t> pad((size_t)s.B * s.N, 0);
     double visible = 0;
     for (int b = 0; b < s.B; ++b) {
       const int len = b % 2 ? s.N / 3 : s.N;
-      for (int j = len; j < s.N; ++j) pad[(size_t)b * s.N + j] = 1;
+      for (int j = len; j < s.N; ++j)
+        pad[(size_t)b * s.N + j] = 1;
       visible += len;
     }
     c.inputs.push_back(Tensor::ints({s.B, s.N}, pad));
@@ -153,8 +164,8 @@ void benchPaddingMask(const Options& o, std::vector<CaseResult>* out) {
     c.tileSource = "padding_mask.attn", c.tileKernel = "padding_mask";
     c.unscheduledNote = "not timed: unscheduled, the softmax statistics are recomputed per score";
     c.reference = [&c, s] {
-      return attnc_ref::padding_mask<float>(c.inputs[0].fp(), c.inputs[1].fp(), c.inputs[2].fp(), c.inputs[3].i.data(), s.B,
-                                            s.H, s.N, s.N, s.D);
+      return attnc_ref::padding_mask<float>(c.inputs[0].fp(), c.inputs[1].fp(), c.inputs[2].fp(),
+                                            c.inputs[3].i.data(), s.B, s.H, s.N, s.N, s.D);
     };
     out->push_back(runCase(c, o));
   }
@@ -164,39 +175,42 @@ namespace {
 
 struct MhsaShape {
   int B, N, C, H;
-  const char* what;
+  const char *what;
 };
 
 } // namespace
 
 // MHSA: the qkv projection 2*B*N*C*3C, attention 4*B*H*N^2*Dh, the output projection 2*B*N*C*C
 // (C = H*Dh; the biases are not counted).
-void benchMhsa(const Options& o, std::vector<CaseResult>* out) {
+void benchMhsa(const Options &o, std::vector<CaseResult> *out) {
   const std::vector<MhsaShape> shapes =
-      o.quick ? std::vector<MhsaShape>{{1, 32, 96, 3, "tiny"}}
-              : std::vector<MhsaShape>{{1, 197, 768, 12, "ViT-B/16"}, {1, 64, 192, 3, "ViT-Ti width"}};
-  for (const MhsaShape& s : shapes) {
+      o.quick
+          ? std::vector<MhsaShape>{{1, 32, 96, 3, "tiny"}}
+          : std::vector<MhsaShape>{{1, 197, 768, 12, "ViT-B/16"}, {1, 64, 192, 3, "ViT-Ti width"}};
+  for (const MhsaShape &s : shapes) {
     const int Dh = s.C / s.H;
     Case c;
     c.variant = "mhsa";
-    c.shape = "B" + std::to_string(s.B) + " N" + std::to_string(s.N) + " C" + std::to_string(s.C) + " H" +
-              std::to_string(s.H) + " (" + s.what + ")";
+    c.shape = "B" + std::to_string(s.B) + " N" + std::to_string(s.N) + " C" + std::to_string(s.C) +
+              " H" + std::to_string(s.H) + " (" + s.what + ")";
     const float ws = 1.f / std::sqrt((float)s.C);
-    c.inputs = {Tensor::randn({s.B, s.N, s.C}, 31),          Tensor::randn({3, s.H, Dh, s.C}, 32, 0.f, ws),
-                Tensor::randn({3, s.H, Dh}, 33, 0.f, .1f),   Tensor::randn({s.C, s.H, Dh}, 34, 0.f, ws),
-                Tensor::randn({s.C}, 35, 0.f, .1f)};
+    c.inputs = {Tensor::randn({s.B, s.N, s.C}, 31), Tensor::randn({3, s.H, Dh, s.C}, 32, 0.f, ws),
+                Tensor::randn({3, s.H, Dh}, 33, 0.f, .1f),
+                Tensor::randn({s.C, s.H, Dh}, 34, 0.f, ws), Tensor::randn({s.C}, 35, 0.f, .1f)};
     c.outShape = {s.B, s.N, s.C};
     const double BN = (double)s.B * s.N;
     c.flopFormula = "2*B*N*C*3C + 4*B*H*N^2*Dh + 2*B*N*C*C";
-    c.flops = 2 * BN * s.C * 3 * s.C + 4.0 * s.B * s.H * (double)s.N * s.N * Dh + 2 * BN * s.C * s.C;
+    c.flops =
+        2 * BN * s.C * 3 * s.C + 4.0 * s.B * s.H * (double)s.N * s.N * Dh + 2 * BN * s.C * s.C;
     c.bytes = 4.0 * (2 * BN * s.C + 4.0 * s.C * s.C + 4.0 * s.C);
     c.kernel = &attnc_kernels::bench_mhsa();
     // Unscheduled, the q/k/v projections are recomputed inside every softmax statistic of every
     // score: B1 N8 C32 H1 already takes 10 s, so no shape of interest finishes.
-    c.unscheduledNote = "not timed: unscheduled mhsa recomputes the projections per score (B1 N8 C32 H1: 10 s)";
+    c.unscheduledNote =
+        "not timed: unscheduled mhsa recomputes the projections per score (B1 N8 C32 H1: 10 s)";
     c.reference = [&c, s, Dh] {
-      return attnc_ref::mhsa<float>(c.inputs[0].fp(), c.inputs[1].fp(), c.inputs[2].fp(), c.inputs[3].fp(),
-                                    c.inputs[4].fp(), s.B, s.N, s.C, s.H, Dh);
+      return attnc_ref::mhsa<float>(c.inputs[0].fp(), c.inputs[1].fp(), c.inputs[2].fp(),
+                                    c.inputs[3].fp(), c.inputs[4].fp(), s.B, s.N, s.C, s.H, Dh);
     };
     c.torchEntry = "mhsa";
     out->push_back(runCase(c, o));

@@ -30,16 +30,19 @@
 namespace attn_bench {
 namespace {
 
-double bytesOf(const std::vector<Tensor>& inputs, const std::vector<int64_t>& outShape) {
+double bytesOf(const std::vector<Tensor> &inputs, const std::vector<int64_t> &outShape) {
   double n = 0;
-  for (const Tensor& t : inputs) n += (double)t.numel();
+  for (const Tensor &t : inputs)
+    n += (double)t.numel();
   double o = 1;
-  for (int64_t d : outShape) o *= (double)d;
+  for (int64_t d : outShape)
+    o *= (double)d;
   return 4.0 * (n + o);
 }
 
 std::string mapLabel(int B, int Y, int X, int C) {
-  return "B" + std::to_string(B) + " " + std::to_string(Y) + "x" + std::to_string(X) + " C" + std::to_string(C);
+  return "B" + std::to_string(B) + " " + std::to_string(Y) + "x" + std::to_string(X) + " C" +
+         std::to_string(C);
 }
 
 } // namespace
@@ -47,16 +50,16 @@ std::string mapLabel(int B, int Y, int X, int C) {
 // msda (msda.attn's constants: heads of hd = 24 channels, dilations 1, 2, 3, 3x3 windows), per
 // pixel: the qkv 1x1 convolution 2*C*3C, scores and weighted sum over the 9 window positions
 // 2*C*9 each, the projection 2*C*C: B*Y*X*(8*C^2 + 36*C).
-void benchMsda(const Options& o, std::vector<CaseResult>* out) {
+void benchMsda(const Options &o, std::vector<CaseResult> *out) {
   struct Shape {
     int B, Y, X, C;
   };
   // DilateFormer-T's first stage (56x56, C = 72: three groups of one 24-channel head), and 14x14.
-  const std::vector<Shape> shapes =
-      o.quick ? std::vector<Shape>{{1, 8, 8, 72}} : std::vector<Shape>{{1, 56, 56, 72}, {1, 14, 14, 72}};
+  const std::vector<Shape> shapes = o.quick ? std::vector<Shape>{{1, 8, 8, 72}}
+                                            : std::vector<Shape>{{1, 56, 56, 72}, {1, 14, 14, 72}};
   const int hd = 24;
   static const int dil[3] = {1, 2, 3};
-  for (const Shape& s : shapes) {
+  for (const Shape &s : shapes) {
     const int C = s.C, G = 3, Cg = C / G;
     Case c;
     c.variant = "msda";
@@ -73,24 +76,30 @@ void benchMsda(const Options& o, std::vector<CaseResult>* out) {
     const bool mainShape = s.B == 1 && s.Y == 56 && s.X == 56 && s.C == 72;
 #ifdef ATTN_BENCH_AUTOSCHEDULED
     if (mainShape) {
-      c.schedules.push_back({"Mullapudi2016 autoscheduler", &attnc_kernels::bench_msda_mullapudi2016()});
+      c.schedules.push_back(
+          {"Mullapudi2016 autoscheduler", &attnc_kernels::bench_msda_mullapudi2016()});
       c.schedules.push_back({"Adams2019 autoscheduler", &attnc_kernels::bench_msda_adams2019()});
     }
 #endif
 #ifdef ATTN_BENCH_TUNED
-    if (mainShape) c.schedules.push_back({"tuned", &attnc_kernels::bench_msda_tuned()});
+    if (mainShape)
+      c.schedules.push_back({"tuned", &attnc_kernels::bench_msda_tuned()});
 #endif
     (void)mainShape;
-    // Unscheduled, the qkv convolution is recomputed inside every window score and softmax statistic.
-    c.unscheduledNote = "not timed: unscheduled msda recomputes the qkv convolution per score (B1 3x3 C72: over 30 s)";
+    // Unscheduled, the qkv convolution is recomputed inside every window score and softmax
+    // statistic.
+    c.unscheduledNote = "not timed: unscheduled msda recomputes the qkv convolution per score (B1 "
+                        "3x3 C72: over 30 s)";
     c.reference = [&c, s, hd] {
-      return attnc_ref::msda<float>(c.inputs[0].fp(), c.inputs[1].fp(), c.inputs[2].fp(), c.inputs[3].fp(),
-                                    c.inputs[4].fp(), s.B, s.Y, s.X, s.C, hd, dil[0], dil[1], dil[2]);
+      return attnc_ref::msda<float>(c.inputs[0].fp(), c.inputs[1].fp(), c.inputs[2].fp(),
+                                    c.inputs[3].fp(), c.inputs[4].fp(), s.B, s.Y, s.X, s.C, hd,
+                                    dil[0], dil[1], dil[2]);
     };
     c.cpp.push_back({"C++ nn.Unfold formulation", [&c, s, hd] {
                        std::vector<float> o((size_t)s.B * s.Y * s.X * s.C);
-                       msdaUnfold(c.inputs[0].fp(), c.inputs[1].fp(), c.inputs[2].fp(), c.inputs[3].fp(),
-                                  c.inputs[4].fp(), o.data(), s.B, s.Y, s.X, s.C, hd, dil);
+                       msdaUnfold(c.inputs[0].fp(), c.inputs[1].fp(), c.inputs[2].fp(),
+                                  c.inputs[3].fp(), c.inputs[4].fp(), o.data(), s.B, s.Y, s.X, s.C,
+                                  hd, dil);
                        return o;
                      }});
     c.torchEntry = "msda";
@@ -103,16 +112,17 @@ void benchMsda(const Options& o, std::vector<CaseResult>* out) {
 // attention weight and the accumulation: 9*B*Q*M*L*P*D. The op gathers 4 scattered D-vectors per
 // point and does 9 flops per value read, so it is bound by memory (cache) traffic: GB/s counts
 // the compulsory traffic (value, loc and aw read once, the output written once).
-void benchMsDeformAttnCore(const Options& o, std::vector<CaseResult>* out) {
+void benchMsDeformAttnCore(const Options &o, std::vector<CaseResult> *out) {
   struct Shape {
     std::vector<int32_t> hw; // (H, W) per level
-    const char* what;
+    const char *what;
   };
   const std::vector<Shape> shapes =
       o.quick ? std::vector<Shape>{{{8, 12, 4, 6, 2, 3, 1, 2}, "tiny"}}
-              : std::vector<Shape>{{{100, 152, 50, 76, 25, 38, 13, 19}, "DETR enc"}, {{16, 24, 8, 12, 4, 6, 2, 3}, "small"}};
+              : std::vector<Shape>{{{100, 152, 50, 76, 25, 38, 13, 19}, "DETR enc"},
+                                   {{16, 24, 8, 12, 4, 6, 2, 3}, "small"}};
   const int B = 1, M = 8, D = 32, P = 4;
-  for (const Shape& sh : shapes) {
+  for (const Shape &sh : shapes) {
     const int L = (int)sh.hw.size() / 2;
     std::vector<int32_t> start(L);
     int S = 0;
@@ -140,16 +150,19 @@ void benchMsDeformAttnCore(const Options& o, std::vector<CaseResult>* out) {
                 }
               std::vector<float> e(L * P); // attention weights: softmax over a head's L * P points
               float sum = 0.f;
-              for (float& v : e) sum += (v = std::exp(logit(rng)));
-              for (float v : e) aw.f[ia++] = v / sum;
+              for (float &v : e)
+                sum += (v = std::exp(logit(rng)));
+              for (float v : e)
+                aw.f[ia++] = v / sum;
             }
           }
     Case c;
     c.variant = "ms_deform_attn_core";
-    c.shape = "B1 Q" + std::to_string(Q) + " M8 D32 L" + std::to_string(L) + " P4 (" + sh.what + ")";
+    c.shape =
+        "B1 Q" + std::to_string(Q) + " M8 D32 L" + std::to_string(L) + " P4 (" + sh.what + ")";
     c.memoryBound = true;
-    c.inputs = {Tensor::randn({B, S, M, D}, 11), Tensor::ints({L, 2}, sh.hw), Tensor::ints({L}, start), std::move(loc),
-                std::move(aw)};
+    c.inputs = {Tensor::randn({B, S, M, D}, 11), Tensor::ints({L, 2}, sh.hw),
+                Tensor::ints({L}, start), std::move(loc), std::move(aw)};
     c.outShape = {B, Q, M * D};
     c.flopFormula = "9*B*Q*M*L*P*D";
     c.flops = 9.0 * B * Q * M * L * P * D;
@@ -160,18 +173,22 @@ void benchMsDeformAttnCore(const Options& o, std::vector<CaseResult>* out) {
     c.schedules.push_back({"cpu-generic", &attnc_kernels::bench_ms_deform_attn_core_generic()});
 #ifdef ATTN_BENCH_AUTOSCHEDULED
     if (Q == 20197) { // the autoschedulers' estimates (tools/CMakeLists.txt)
-      c.schedules.push_back({"Mullapudi2016 autoscheduler", &attnc_kernels::bench_ms_deform_attn_core_mullapudi2016()});
-      c.schedules.push_back({"Adams2019 autoscheduler", &attnc_kernels::bench_ms_deform_attn_core_adams2019()});
+      c.schedules.push_back({"Mullapudi2016 autoscheduler",
+                             &attnc_kernels::bench_ms_deform_attn_core_mullapudi2016()});
+      c.schedules.push_back(
+          {"Adams2019 autoscheduler", &attnc_kernels::bench_ms_deform_attn_core_adams2019()});
     }
 #endif
     c.reference = [&c, B, S, M, D, Q, L, P] {
-      return attnc_ref::msDeformAttnCore<float>(c.inputs[0].fp(), c.inputs[1].i.data(), c.inputs[2].i.data(),
-                                                c.inputs[3].fp(), c.inputs[4].fp(), B, S, M, D, Q, L, P);
+      return attnc_ref::msDeformAttnCore<float>(c.inputs[0].fp(), c.inputs[1].i.data(),
+                                                c.inputs[2].i.data(), c.inputs[3].fp(),
+                                                c.inputs[4].fp(), B, S, M, D, Q, L, P);
     };
     c.cpp.push_back({"C++ grid_sample formulation", [&c, B, S, M, D, Q, L, P] {
                        std::vector<float> o((size_t)B * Q * M * D);
-                       msDeformAttnCoreGridSample(c.inputs[0].fp(), c.inputs[1].i.data(), c.inputs[2].i.data(),
-                                                  c.inputs[3].fp(), c.inputs[4].fp(), o.data(), B, S, M, D, Q, L, P);
+                       msDeformAttnCoreGridSample(c.inputs[0].fp(), c.inputs[1].i.data(),
+                                                  c.inputs[2].i.data(), c.inputs[3].fp(),
+                                                  c.inputs[4].fp(), o.data(), B, S, M, D, Q, L, P);
                        return o;
                      }});
     c.torchEntry = "ms_deform_attn_core";
@@ -183,11 +200,11 @@ void benchMsDeformAttnCore(const Options& o, std::vector<CaseResult>* out) {
 // whenever the map has fewer pixels than there are samples (Y*X < Q*M*K): offsets and logits
 // 2*Q*C*3MK, the value projection 2*Y*X*C*M*D, the bilinear samples with their weights
 // 9*Q*M*K*D, the output projection 2*Q*M*D*C.
-void benchDeformAttn(const Options& o, std::vector<CaseResult>* out) {
+void benchDeformAttn(const Options &o, std::vector<CaseResult> *out) {
   struct Shape {
     int B, Y, X, C, M, K, D;
     bool unscheduled;
-    const char* what;
+    const char *what;
   };
   // Deformable DETR's single-scale encoder on the stride-16 map of an 800x1216 image (every
   // pixel a query, 8 heads of 32 channels, 4 points), and a small map for the unscheduled
@@ -195,8 +212,9 @@ void benchDeformAttn(const Options& o, std::vector<CaseResult>* out) {
   // 24 s; 6x8 C32 M2: 0.4 s).
   const std::vector<Shape> shapes =
       o.quick ? std::vector<Shape>{{1, 4, 4, 16, 2, 2, 8, true, "tiny"}}
-              : std::vector<Shape>{{1, 50, 76, 256, 8, 4, 32, false, "DETR C4"}, {1, 6, 8, 32, 2, 4, 16, true, "small"}};
-  for (const Shape& s : shapes) {
+              : std::vector<Shape>{{1, 50, 76, 256, 8, 4, 32, false, "DETR C4"},
+                                   {1, 6, 8, 32, 2, 4, 16, true, "small"}};
+  for (const Shape &s : shapes) {
     const int Q = s.Y * s.X, C = s.C, M = s.M, K = s.K, D = s.D;
     const float ws = 1.f / std::sqrt((float)C);
     // Queries at their pixels (y, x); offsets of about two pixels.
@@ -208,8 +226,8 @@ void benchDeformAttn(const Options& o, std::vector<CaseResult>* out) {
       }
     Case c;
     c.variant = "deform_attn";
-    c.shape = mapLabel(s.B, s.Y, s.X, C) + " M" + std::to_string(M) + " K" + std::to_string(K) + " D" +
-              std::to_string(D) + " (" + s.what + ")";
+    c.shape = mapLabel(s.B, s.Y, s.X, C) + " M" + std::to_string(M) + " K" + std::to_string(K) +
+              " D" + std::to_string(D) + " (" + s.what + ")";
     c.inputs = {Tensor::randn({s.B, s.Y, s.X, C}, 41),
                 Tensor::randn({s.B, Q, C}, 42),
                 std::move(p),
@@ -223,21 +241,25 @@ void benchDeformAttn(const Options& o, std::vector<CaseResult>* out) {
     c.outShape = {s.B, Q, C};
     c.flopFormula = "2*Q*C*3MK + 2*Y*X*C*M*D + 9*Q*M*K*D + 2*Q*M*D*C (B=1)";
     const double BQ = (double)s.B * Q;
-    c.flops = 2 * BQ * C * 3 * M * K + 2.0 * s.B * s.Y * s.X * C * M * D + 9 * BQ * M * K * D + 2 * BQ * M * D * C;
+    c.flops = 2 * BQ * C * 3 * M * K + 2.0 * s.B * s.Y * s.X * C * M * D + 9 * BQ * M * K * D +
+              2 * BQ * M * D * C;
     c.bytes = bytesOf(c.inputs, c.outShape);
     c.kernel = &attnc_kernels::bench_deform_attn();
-    if (s.unscheduled) c.unscheduled = &attnc_kernels::bench_deform_attn_none();
-    c.unscheduledNote = "not timed at this shape: unscheduled, the offsets and the value projection are recomputed "
-                        "per sample; see the small row";
+    if (s.unscheduled)
+      c.unscheduled = &attnc_kernels::bench_deform_attn_none();
+    c.unscheduledNote =
+        "not timed at this shape: unscheduled, the offsets and the value projection are recomputed "
+        "per sample; see the small row";
     c.reference = [&c, s, Q] {
-      const std::vector<Tensor>& in = c.inputs;
-      return attnc_ref::deformAttn<float>(in[0].fp(), in[1].fp(), in[2].fp(), in[3].fp(), in[4].fp(), in[5].fp(),
-                                          in[6].fp(), in[7].fp(), in[8].fp(), in[9].fp(), s.B, s.Y, s.X, s.C, Q, s.M,
-                                          s.K, s.D);
+      const std::vector<Tensor> &in = c.inputs;
+      return attnc_ref::deformAttn<float>(
+          in[0].fp(), in[1].fp(), in[2].fp(), in[3].fp(), in[4].fp(), in[5].fp(), in[6].fp(),
+          in[7].fp(), in[8].fp(), in[9].fp(), s.B, s.Y, s.X, s.C, Q, s.M, s.K, s.D);
     };
     c.torchEntry = "deform_attn";
-    c.notes.push_back("the naive reference samples first (C channels per point) and projects afterwards, as the "
-                      "paper's formula reads; attnc projects first");
+    c.notes.push_back(
+        "the naive reference samples first (C channels per point) and projects afterwards, as the "
+        "paper's formula reads; attnc projects first");
     out->push_back(runCase(c, o));
   }
 }
@@ -248,10 +270,10 @@ void benchDeformAttn(const Options& o, std::vector<CaseResult>* out) {
 // per head and score, the depthwise offset convolution 2*Ns*C*ks^2, the offset projection 4*Ns*C
 // and the key samples 7*Ns*C (LayerNorm, GELU and the coordinates are not counted):
 // 4*Y*X*C^2 + 4*Ns*C^2 + 4*Y*X*Ns*C + 7*nh*Y*X*Ns + 2*Ns*C*ks^2 + 11*Ns*C per batch.
-void benchDatAttn(const Options& o, std::vector<CaseResult>* out) {
+void benchDatAttn(const Options &o, std::vector<CaseResult> *out) {
   struct Shape {
     int B, Y, X, C;
-    const char* what;
+    const char *what;
   };
   // DAT-T's third stage at 224x224 (14x14, C = 384), and a small map; C a multiple of the 12
   // heads and 3 groups compiled into the kernel.
@@ -259,7 +281,7 @@ void benchDatAttn(const Options& o, std::vector<CaseResult>* out) {
       o.quick ? std::vector<Shape>{{1, 5, 5, 24, "tiny"}}
               : std::vector<Shape>{{1, 14, 14, 384, "DAT-T stage 3"}, {1, 6, 6, 48, "small"}};
   const attnc_ref::DatConfig cfg = {1, 5, 2.0, 12, 3};
-  for (const Shape& s : shapes) {
+  for (const Shape &s : shapes) {
     const int C = s.C, Cg = C / cfg.groups, K = cfg.ksize;
     const int Ns = cfg.keys(s.Y) * cfg.keys(s.X);
     const float ws = 1.f / std::sqrt((float)C);
@@ -289,13 +311,14 @@ void benchDatAttn(const Options& o, std::vector<CaseResult>* out) {
     c.bytes = bytesOf(c.inputs, c.outShape);
     c.kernel = &attnc_kernels::bench_dat_attn();
     // Unscheduled, the offset network and the projections are recomputed inside every score.
-    c.unscheduledNote = "not timed: unscheduled dat_attn recomputes the offset network and projections per score "
-                        "(B1 5x5 C24: over 30 s)";
+    c.unscheduledNote =
+        "not timed: unscheduled dat_attn recomputes the offset network and projections per score "
+        "(B1 5x5 C24: over 30 s)";
     c.reference = [&c, s, cfg] {
-      const std::vector<Tensor>& in = c.inputs;
-      const attnc_ref::DatWeights w = {in[1].fp(), in[2].fp(),  in[3].fp(),  in[4].fp(),  in[5].fp(),
-                                       in[6].fp(), in[7].fp(),  in[8].fp(),  in[9].fp(),  in[10].fp(),
-                                       in[11].fp(), in[12].fp(), in[13].fp(), in[14].fp()};
+      const std::vector<Tensor> &in = c.inputs;
+      const attnc_ref::DatWeights w = {
+          in[1].fp(), in[2].fp(), in[3].fp(),  in[4].fp(),  in[5].fp(),  in[6].fp(),  in[7].fp(),
+          in[8].fp(), in[9].fp(), in[10].fp(), in[11].fp(), in[12].fp(), in[13].fp(), in[14].fp()};
       return attnc_ref::datAttn<float>(in[0].fp(), w, s.B, s.Y, s.X, s.C, cfg);
     };
     c.torchEntry = "dat_attn";

@@ -27,11 +27,14 @@ constexpr int kChains512 = 16;
 __attribute__((target("avx512f"))) float chainsAvx512(long iters, float m, float c) {
   const __m512 vm = _mm512_set1_ps(m), vc = _mm512_set1_ps(c);
   __m512 a[kChains512];
-  for (int k = 0; k < kChains512; ++k) a[k] = _mm512_set1_ps(1.f + k * 1e-3f);
+  for (int k = 0; k < kChains512; ++k)
+    a[k] = _mm512_set1_ps(1.f + k * 1e-3f);
   for (long i = 0; i < iters; ++i)
-    for (int k = 0; k < kChains512; ++k) a[k] = _mm512_fmadd_ps(a[k], vm, vc);
+    for (int k = 0; k < kChains512; ++k)
+      a[k] = _mm512_fmadd_ps(a[k], vm, vc);
   __m512 s = a[0];
-  for (int k = 1; k < kChains512; ++k) s = _mm512_add_ps(s, a[k]);
+  for (int k = 1; k < kChains512; ++k)
+    s = _mm512_add_ps(s, a[k]);
   return _mm512_reduce_add_ps(s);
 }
 
@@ -40,15 +43,19 @@ constexpr int kChains256 = 12;
 __attribute__((target("avx2,fma"))) float chainsAvx2(long iters, float m, float c) {
   const __m256 vm = _mm256_set1_ps(m), vc = _mm256_set1_ps(c);
   __m256 a[kChains256];
-  for (int k = 0; k < kChains256; ++k) a[k] = _mm256_set1_ps(1.f + k * 1e-3f);
+  for (int k = 0; k < kChains256; ++k)
+    a[k] = _mm256_set1_ps(1.f + k * 1e-3f);
   for (long i = 0; i < iters; ++i)
-    for (int k = 0; k < kChains256; ++k) a[k] = _mm256_fmadd_ps(a[k], vm, vc);
+    for (int k = 0; k < kChains256; ++k)
+      a[k] = _mm256_fmadd_ps(a[k], vm, vc);
   __m256 s = a[0];
-  for (int k = 1; k < kChains256; ++k) s = _mm256_add_ps(s, a[k]);
+  for (int k = 1; k < kChains256; ++k)
+    s = _mm256_add_ps(s, a[k]);
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, s);
   float r = 0;
-  for (float x : lanes) r += x;
+  for (float x : lanes)
+    r += x;
   return r;
 }
 #endif
@@ -65,14 +72,16 @@ float chainsPlain(long iters, float m, float c) {
     a[k] = V4{x, x, x, x};
   }
   for (long i = 0; i < iters; ++i)
-    for (int k = 0; k < kChainsPlain; ++k) a[k] = a[k] * vm + vc;
+    for (int k = 0; k < kChainsPlain; ++k)
+      a[k] = a[k] * vm + vc;
   float r = 0;
-  for (int k = 0; k < kChainsPlain; ++k) r += a[k][0] + a[k][1] + a[k][2] + a[k][3];
+  for (int k = 0; k < kChainsPlain; ++k)
+    r += a[k][0] + a[k][1] + a[k][2] + a[k][3];
   return r;
 }
 
 struct Kernel {
-  const char* isa;
+  const char *isa;
   int lanes, chains;
   ChainFn fn;
 };
@@ -80,8 +89,10 @@ struct Kernel {
 Kernel widestKernel() {
 #ifdef ATTN_BENCH_X86
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return {"avx512f", 16, kChains512, chainsAvx512};
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return {"avx2+fma", 8, kChains256, chainsAvx2};
+  if (__builtin_cpu_supports("avx512f"))
+    return {"avx512f", 16, kChains512, chainsAvx512};
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return {"avx2+fma", 8, kChains256, chainsAvx2};
   return {"sse (mul+add)", 4, kChainsPlain, chainsPlain};
 #else
   return {"generic 128-bit (mul+add)", 4, kChainsPlain, chainsPlain};
@@ -94,7 +105,7 @@ volatile float gSink;
 
 // Wall time of `threads` threads each running `iters` steps, measured from a common start (the
 // threads are created and waiting first, so their start-up is not timed) to the last one's end.
-double timeThreads(const Kernel& k, int threads, long iters) {
+double timeThreads(const Kernel &k, int threads, long iters) {
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
   std::vector<float> sinks(threads);
@@ -107,21 +118,25 @@ double timeThreads(const Kernel& k, int threads, long iters) {
       }
       sinks[t] = k.fn(iters, m, c);
     });
-  while (ready.load() < threads) std::this_thread::yield();
+  while (ready.load() < threads)
+    std::this_thread::yield();
   const auto a = std::chrono::steady_clock::now();
   go.store(true, std::memory_order_release);
-  for (std::thread& th : pool) th.join();
+  for (std::thread &th : pool)
+    th.join();
   const auto b = std::chrono::steady_clock::now();
   float s = 0;
-  for (float x : sinks) s += x;
+  for (float x : sinks)
+    s += x;
   gSink = s;
   return std::chrono::duration<double>(b - a).count();
 }
 
-double bestGflops(const Kernel& k, int threads, long iters, int trials) {
+double bestGflops(const Kernel &k, int threads, long iters, int trials) {
   double best = 0;
   const double flops = 2.0 * k.lanes * k.chains * (double)iters * threads;
-  for (int i = 0; i < trials; ++i) best = std::max(best, flops / timeThreads(k, threads, iters) * 1e-9);
+  for (int i = 0; i < trials; ++i)
+    best = std::max(best, flops / timeThreads(k, threads, iters) * 1e-9);
   return best;
 }
 

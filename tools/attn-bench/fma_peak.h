@@ -6,11 +6,11 @@
 namespace attn_bench {
 
 struct FmaPeak {
-  std::string isa;        // the vector extension the microkernel ran on (avx512f, avx2+fma, ...)
-  int lanes = 0;          // fp32 lanes per vector
-  int threads = 0;        // threads of the all-core measurement
-  double gflops = 0;      // all threads together
-  double gflops1 = 0;     // one thread
+  std::string isa;    // the vector extension the microkernel ran on (avx512f, avx2+fma, ...)
+  int lanes = 0;      // fp32 lanes per vector
+  int threads = 0;    // threads of the all-core measurement
+  double gflops = 0;  // all threads together
+  double gflops1 = 0; // one thread
 };
 
 // Independent FMA chains on the widest vectors this CPU supports, once on one thread and once on

@@ -15,51 +15,59 @@
 namespace attn_bench {
 namespace {
 
-std::string shellQuote(const std::string& s) {
+std::string shellQuote(const std::string &s) {
   std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  for (char c : s)
+    q += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return q + "'";
 }
 
 // Runs `cmd` through the shell and returns its stdout; `rc` gets the exit status (-1: not run).
-std::string capture(const std::string& cmd, int* rc) {
+std::string capture(const std::string &cmd, int *rc) {
   std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
+  FILE *p = popen(cmd.c_str(), "r");
   if (!p) {
     *rc = -1;
     return out;
   }
   char buf[4096];
   size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
+    out.append(buf, n);
   const int st = pclose(p);
   *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return out;
 }
 
 // The number after "key": in the script's one-line JSON report (its keys are fixed and flat).
-bool jsonNumber(const std::string& line, const std::string& key, double* v) {
+bool jsonNumber(const std::string &line, const std::string &key, double *v) {
   const size_t at = line.find("\"" + key + "\":");
-  if (at == std::string::npos) return false;
-  const char* s = line.c_str() + at + key.size() + 3;
-  char* end = nullptr;
+  if (at == std::string::npos)
+    return false;
+  const char *s = line.c_str() + at + key.size() + 3;
+  char *end = nullptr;
   *v = std::strtod(s, &end);
   return end != s;
 }
 
 } // namespace
 
-std::unique_ptr<TorchBaseline> TorchBaseline::detect(const std::string& python, const std::string& script) {
+std::unique_ptr<TorchBaseline> TorchBaseline::detect(const std::string &python,
+                                                     const std::string &script) {
   int rc = 0;
   const std::string version =
-      capture(shellQuote(python) + " -c 'import sys, torch; sys.stdout.write(torch.__version__)' 2>/dev/null", &rc);
-  if (rc != 0 || version.empty()) return nullptr;
+      capture(shellQuote(python) +
+                  " -c 'import sys, torch; sys.stdout.write(torch.__version__)' 2>/dev/null",
+              &rc);
+  if (rc != 0 || version.empty())
+    return nullptr;
   return std::unique_ptr<TorchBaseline>(new TorchBaseline(python, script, version));
 }
 
-bool TorchBaseline::run(const std::string& entry, const std::string& constsJson, const std::vector<std::string>& names,
-                        std::vector<Tensor>& inputs, const std::vector<int64_t>& outShape, const Options& o, Result* r,
-                        std::string* err) const {
+bool TorchBaseline::run(const std::string &entry, const std::string &constsJson,
+                        const std::vector<std::string> &names, std::vector<Tensor> &inputs,
+                        const std::vector<int64_t> &outShape, const Options &o, Result *r,
+                        std::string *err) const {
   char tmpl[] = "/tmp/attn-bench-torch-XXXXXX";
   if (!mkdtemp(tmpl)) {
     *err = "cannot create a temporary directory";
@@ -77,9 +85,10 @@ bool TorchBaseline::run(const std::string& entry, const std::string& constsJson,
   std::ostringstream meta;
   meta << "{\"inputs\": [";
   for (size_t i = 0; i < inputs.size(); ++i) {
-    Tensor& t = inputs[i];
-    attnc::Status st = attnc::write_npy((dir / (names[i] + ".npy")).string(), t.isInt ? attnc::DType::I32 : attnc::DType::F32,
-                                        t.shape, t.isInt ? (const void*)t.i.data() : (const void*)t.f.data());
+    Tensor &t = inputs[i];
+    attnc::Status st = attnc::write_npy(
+        (dir / (names[i] + ".npy")).string(), t.isInt ? attnc::DType::I32 : attnc::DType::F32,
+        t.shape, t.isInt ? (const void *)t.i.data() : (const void *)t.f.data());
     if (!st.ok()) {
       *err = st.message();
       return false;
@@ -91,8 +100,8 @@ bool TorchBaseline::run(const std::string& entry, const std::string& constsJson,
   std::ofstream((dir / "meta.json").string()) << meta.str() << "\n";
 
   int rc = 0;
-  const std::string out = capture(shellQuote(python_) + " " + shellQuote(script_) + " " + shellQuote(entry) + " " +
-                                      shellQuote(dir.string()) + " 2>&1",
+  const std::string out = capture(shellQuote(python_) + " " + shellQuote(script_) + " " +
+                                      shellQuote(entry) + " " + shellQuote(dir.string()) + " 2>&1",
                                   &rc);
   if (rc != 0) {
     *err = "torch_baseline.py failed (exit " + std::to_string(rc) + "): " + out;
@@ -101,7 +110,8 @@ bool TorchBaseline::run(const std::string& entry, const std::string& constsJson,
   const size_t last = out.rfind("{\"median_s\"");
   double seconds = 0, runs = 0, threads = 0;
   if (last == std::string::npos || !jsonNumber(out.substr(last), "median_s", &seconds) ||
-      !jsonNumber(out.substr(last), "runs", &runs) || !jsonNumber(out.substr(last), "threads", &threads)) {
+      !jsonNumber(out.substr(last), "runs", &runs) ||
+      !jsonNumber(out.substr(last), "threads", &threads)) {
     *err = "torch_baseline.py printed no timing: " + out;
     return false;
   }

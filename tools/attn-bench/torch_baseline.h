@@ -1,4 +1,5 @@
-// The optional PyTorch baseline: torch_baseline.py run on attn-bench's own inputs, where torch imports.
+// The optional PyTorch baseline: torch_baseline.py run on attn-bench's own inputs, where torch
+// imports.
 #pragma once
 
 #include "bench.h"
@@ -13,22 +14,24 @@ class TorchBaseline {
 public:
   // The baseline if `python` can import torch, else null: attn-bench then has no PyTorch column
   // and says nothing about it (torch is an optional comparison, never a dependency).
-  static std::unique_ptr<TorchBaseline> detect(const std::string& python, const std::string& script);
+  static std::unique_ptr<TorchBaseline> detect(const std::string &python,
+                                               const std::string &script);
 
   struct Result {
     std::vector<float> out; // the first run's output, for the agreement check
     double seconds = 0;     // median of the timed runs
     int runs = 0;
-    int threads = 0;        // torch.get_num_threads()
+    int threads = 0; // torch.get_num_threads()
   };
 
   // Runs torch_baseline.py's `entry` on `inputs` (written as .npy files named after the kernel's
   // parameters) with keyword arguments `constsJson`; its first run's output must have `outShape`.
-  bool run(const std::string& entry, const std::string& constsJson, const std::vector<std::string>& names,
-           std::vector<Tensor>& inputs, const std::vector<int64_t>& outShape, const Options& o, Result* r,
-           std::string* err) const;
+  bool run(const std::string &entry, const std::string &constsJson,
+           const std::vector<std::string> &names, std::vector<Tensor> &inputs,
+           const std::vector<int64_t> &outShape, const Options &o, Result *r,
+           std::string *err) const;
 
-  const std::string& version() const { return version_; }
+  const std::string &version() const { return version_; }
 
 private:
   TorchBaseline(std::string python, std::string script, std::string version)

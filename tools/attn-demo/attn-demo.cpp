@@ -15,16 +15,18 @@ int main() {
   std::vector<float> q(n), k(n), v(n), o(n);
   std::mt19937 rng(42);
   std::normal_distribution<float> dist(0.f, 1.f);
-  for (auto* t : {&q, &k, &v})
-    for (float& x : *t) x = dist(rng);
+  for (auto *t : {&q, &k, &v})
+    for (float &x : *t)
+      x = dist(rng);
 
-  const attnc::KernelDesc& kernel = attnc_kernels::sdpa();
+  const attnc::KernelDesc &kernel = attnc_kernels::sdpa();
   std::vector<attnc::TensorView> ins = {attnc::TensorView::f32(q.data(), {B, H, N, D}),
                                         attnc::TensorView::f32(k.data(), {B, H, N, D}),
                                         attnc::TensorView::f32(v.data(), {B, H, N, D})};
   std::vector<attnc::TensorView> outs = {attnc::TensorView::f32(o.data(), {B, H, N, D})};
 
-  std::printf("attnc demo: sdpa B=%d H=%d N=%d D=%d (kernel '%s', target '%s')\n", B, H, N, D, kernel.name, kernel.target);
+  std::printf("attnc demo: sdpa B=%d H=%d N=%d D=%d (kernel '%s', target '%s')\n", B, H, N, D,
+              kernel.name, kernel.target);
   std::vector<double> times;
   for (int rep = 0; rep < 11; ++rep) {
     auto t0 = std::chrono::steady_clock::now();
@@ -34,7 +36,8 @@ int main() {
       std::fprintf(stderr, "error: %s\n", st.message().c_str());
       return 1;
     }
-    if (rep > 0) times.push_back(std::chrono::duration<double>(t1 - t0).count()); // first run warms caches
+    if (rep > 0)
+      times.push_back(std::chrono::duration<double>(t1 - t0).count()); // first run warms caches
   }
   std::sort(times.begin(), times.end());
   double median = times[times.size() / 2];
@@ -45,8 +48,10 @@ int main() {
   std::vector<float> plain = attnc_ref::sdpa<float>(q.data(), k.data(), v.data(), B, H, N, N, D);
   double err = attnc_ref::maxAbsDiff(o, ref), plainErr = attnc_ref::maxAbsDiff(plain, ref);
   double tol = attnc_ref::tolerance(plainErr);
-  std::printf("max |error| vs fp64: %.3g (plain fp32 reference: %.3g; tolerance %.3g)\n", err, plainErr, tol);
-  std::printf("median time: %.3f ms over %zu runs, %.1f GFLOP/s\n", median * 1e3, times.size(), flops / median * 1e-9);
+  std::printf("max |error| vs fp64: %.3g (plain fp32 reference: %.3g; tolerance %.3g)\n", err,
+              plainErr, tol);
+  std::printf("median time: %.3f ms over %zu runs, %.1f GFLOP/s\n", median * 1e3, times.size(),
+              flops / median * 1e-9);
   if (err > tol) {
     std::printf("FAILED: error above tolerance\n");
     return 1;

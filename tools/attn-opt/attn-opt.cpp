@@ -6,7 +6,7 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 
-int main(int argc, char** argv) {
+int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<attnc::attn::AttnDialect, mlir::arith::ArithDialect, mlir::math::MathDialect>();
   mlir::registerCanonicalizerPass();

@@ -16,12 +16,10 @@
 #include <iostream>
 #include <map>
 #include <memory>
-#include <cstdlib>
-#include <algorithm>
 
 namespace {
 
-const char* kUsage =
+const char *kUsage =
     "usage: attn-run FILE.attn --input NAME=IN.npy ... [--output NAME=OUT.npy ...] [options]\n"
     "  --target=T     'host' (default), a Halide CPU target string, or a CUDA target\n"
     "                 (x86-64-linux-cuda-cuda_capability_80|86: needs a CUDA device and driver)\n"
@@ -29,26 +27,31 @@ const char* kUsage =
     "  --kernel=NAME  kernel to run when the file has several\n"
     "  -D NAME=VALUE  override a kernel constant\n"
     "  -I DIR         also search DIR for imported .attn files\n"
-    "  --sample-order=O  auto (default: by cost at the inputs' sizes), sample-first or project-first\n"
+    "  --sample-order=O  auto (default: by cost at the inputs' sizes), sample-first or "
+    "project-first\n"
     "  --online-softmax=M  on (default) or off: fuse softmax and the weighted sum over its axis\n"
-    "  --online-tile=N   keys per tile of the online softmax (default 128, or the key count rounded\n"
+    "  --online-tile=N   keys per tile of the online softmax (default 128, or the key count "
+    "rounded\n"
     "                 up to 16 when the inputs have fewer)\n"
-    "  --tile-stats   also print, per online softmax, how many (row block, key tile) pairs the kernel\n"
+    "  --tile-stats   also print, per online softmax, how many (row block, key tile) pairs the "
+    "kernel\n"
     "                 visits at these inputs and how many of those test the mask\n"
     "  --reference    evaluate with the fp64 reference interpreter instead of Halide (outputs are\n"
-    "                 written as float32/int32 like the compiled ones; --target and --schedule are\n"
+    "                 written as float32/int32 like the compiled ones; --target and --schedule "
+    "are\n"
     "                 ignored)\n"
     "Inputs must be little-endian, C-order float32 or int32 arrays. Every output is summarised;\n"
     "those named with --output are written.\n";
 
-int fail(const std::string& msg) {
+int fail(const std::string &msg) {
   std::cerr << "error: " << msg << "\n";
   return 1;
 }
 
-bool splitAssign(const std::string& s, std::string* name, std::string* path) {
+bool splitAssign(const std::string &s, std::string *name, std::string *path) {
   size_t eq = s.find('=');
-  if (eq == std::string::npos || eq == 0 || eq + 1 == s.size()) return false;
+  if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+    return false;
   *name = s.substr(0, eq);
   *path = s.substr(eq + 1);
   return true;
@@ -58,44 +61,53 @@ bool splitAssign(const std::string& s, std::string* name, std::string* path) {
 // Zero-initialised storage aligned to 128 bytes.
 class AlignedBytes {
 public:
-  explicit AlignedBytes(size_t n) : p_(static_cast<char*>(std::aligned_alloc(128, (n + 127) / 128 * 128)), &std::free) {
-    if (!p_) throw std::bad_alloc();
+  explicit AlignedBytes(size_t n)
+      : p_(static_cast<char *>(std::aligned_alloc(128, (n + 127) / 128 * 128)), &std::free) {
+    if (!p_)
+      throw std::bad_alloc();
     std::memset(p_.get(), 0, n);
   }
-  char* data() { return p_.get(); }
-  const char* data() const { return p_.get(); }
+  char *data() { return p_.get(); }
+  const char *data() const { return p_.get(); }
 
 private:
   std::unique_ptr<char, decltype(&std::free)> p_;
 };
 
-Halide::Buffer<> wrap(attnc::TensorView& t) {
+Halide::Buffer<> wrap(attnc::TensorView &t) {
   std::vector<halide_dimension_t> dims(t.rank);
   for (int d = 0; d < t.rank; ++d) {
     int c = t.rank - 1 - d;
     dims[d] = halide_dimension_t(0, (int32_t)t.shape[c], (int32_t)t.strides[c]);
   }
-  halide_type_t ty = t.dtype == attnc::DType::F32 ? halide_type_t(halide_type_float, 32) : halide_type_t(halide_type_int, 32);
+  halide_type_t ty = t.dtype == attnc::DType::F32 ? halide_type_t(halide_type_float, 32)
+                                                  : halide_type_t(halide_type_int, 32);
   return Halide::Buffer<>(ty, t.data, t.rank, dims.data());
 }
 
 // Checks the --input/--output names against the kernel's and fills name -> path maps; returns an
 // error message, or "" when they are fine.
-std::string matchPaths(const std::string& kernel, const std::vector<std::string>& inNames, const std::vector<std::string>& outNames,
-                       const std::vector<std::pair<std::string, std::string>>& ins,
-                       const std::vector<std::pair<std::string, std::string>>& outs, std::map<std::string, std::string>* inPaths,
-                       std::map<std::string, std::string>* outPaths) {
-  for (auto& [n, p] : ins) {
-    if (std::find(inNames.begin(), inNames.end(), n) == inNames.end()) return "kernel '" + kernel + "' has no input named '" + n + "'";
-    if (!inPaths->emplace(n, p).second) return "input '" + n + "' is given twice";
+std::string matchPaths(const std::string &kernel, const std::vector<std::string> &inNames,
+                       const std::vector<std::string> &outNames,
+                       const std::vector<std::pair<std::string, std::string>> &ins,
+                       const std::vector<std::pair<std::string, std::string>> &outs,
+                       std::map<std::string, std::string> *inPaths,
+                       std::map<std::string, std::string> *outPaths) {
+  for (auto &[n, p] : ins) {
+    if (std::find(inNames.begin(), inNames.end(), n) == inNames.end())
+      return "kernel '" + kernel + "' has no input named '" + n + "'";
+    if (!inPaths->emplace(n, p).second)
+      return "input '" + n + "' is given twice";
   }
-  for (auto& [n, p] : outs) {
+  for (auto &[n, p] : outs) {
     if (std::find(outNames.begin(), outNames.end(), n) == outNames.end())
       return "kernel '" + kernel + "' has no output named '" + n + "'";
-    if (!outPaths->emplace(n, p).second) return "output '" + n + "' is given twice";
+    if (!outPaths->emplace(n, p).second)
+      return "output '" + n + "' is given twice";
   }
-  for (const std::string& n : inNames)
-    if (!inPaths->count(n)) return "missing --input " + n + "=FILE.npy";
+  for (const std::string &n : inNames)
+    if (!inPaths->count(n))
+      return "missing --input " + n + "=FILE.npy";
   return "";
 }
 
@@ -106,9 +118,12 @@ struct OutputFiles {
 };
 
 // Prints `name: [shape]`, and for float outputs ` min .. max .. mean ..`.
-template <typename T> void summarise(const std::string& name, const std::vector<int64_t>& shape, bool isFloat, const T* data, int64_t count) {
+template <typename T>
+void summarise(const std::string &name, const std::vector<int64_t> &shape, bool isFloat,
+               const T *data, int64_t count) {
   std::cout << name << ": [";
-  for (size_t d = 0; d < shape.size(); ++d) std::cout << (d ? ", " : "") << shape[d];
+  for (size_t d = 0; d < shape.size(); ++d)
+    std::cout << (d ? ", " : "") << shape[d];
   std::cout << "]";
   if (isFloat) {
     double lo = 0, hi = 0, sum = 0;
@@ -123,37 +138,46 @@ template <typename T> void summarise(const std::string& name, const std::vector<
 }
 
 // --reference: the checked kernel evaluated by the fp64 interpreter (no MLIR, no Halide).
-int runReference(const attnc::dsl::Module& m, const std::string& kernelName, const std::vector<std::pair<std::string, std::string>>& ins,
-                 const std::vector<std::pair<std::string, std::string>>& outs, OutputFiles& files) {
-  const attnc::dsl::Kernel* k = nullptr;
+int runReference(const attnc::dsl::Module &m, const std::string &kernelName,
+                 const std::vector<std::pair<std::string, std::string>> &ins,
+                 const std::vector<std::pair<std::string, std::string>> &outs, OutputFiles &files) {
+  const attnc::dsl::Kernel *k = nullptr;
   if (!kernelName.empty()) {
-    for (const auto& c : m.kernels)
-      if (c->name == kernelName) k = c.get();
-    if (!k) return fail("no kernel named '" + kernelName + "'");
+    for (const auto &c : m.kernels)
+      if (c->name == kernelName)
+        k = c.get();
+    if (!k)
+      return fail("no kernel named '" + kernelName + "'");
   } else if (m.kernels.size() == 1) {
     k = m.kernels[0].get();
   } else {
-    return fail("the file has " + std::to_string(m.kernels.size()) + " kernels; choose one with --kernel=NAME");
+    return fail("the file has " + std::to_string(m.kernels.size()) +
+                " kernels; choose one with --kernel=NAME");
   }
   std::vector<std::string> inNames, outNames;
-  for (const auto& t : k->inputs) inNames.push_back(t->name);
-  for (const auto& t : k->outputs) outNames.push_back(t->name);
+  for (const auto &t : k->inputs)
+    inNames.push_back(t->name);
+  for (const auto &t : k->outputs)
+    outNames.push_back(t->name);
   std::map<std::string, std::string> inPaths, outPaths;
   std::string err = matchPaths(k->name, inNames, outNames, ins, outs, &inPaths, &outPaths);
-  if (!err.empty()) return fail(err);
+  if (!err.empty())
+    return fail(err);
 
   std::vector<attnc::dsl::RefTensor> inputs;
-  for (const std::string& n : inNames) {
+  for (const std::string &n : inNames) {
     attnc::NpyArray a;
     attnc::Status st = attnc::read_npy(inPaths[n], &a);
-    if (!st.ok()) return fail("input '" + n + "': " + st.message());
+    if (!st.ok())
+      return fail("input '" + n + "': " + st.message());
     attnc::dsl::RefTensor t;
     t.shape = a.shape;
     t.isInt = a.dtype == attnc::DType::I32;
     size_t count = a.data.size() / 4;
     // The interpreter holds every value as a double.
     st = attnc::check_memory("input '" + n + "' in fp64", count * sizeof(double));
-    if (!st.ok()) return fail(st.message());
+    if (!st.ok())
+      return fail(st.message());
     t.data.resize(count);
     for (size_t j = 0; j < count; ++j) {
       if (t.isInt) {
@@ -170,22 +194,26 @@ int runReference(const attnc::dsl::Module& m, const std::string& kernelName, con
   }
   std::vector<attnc::dsl::RefTensor> results;
   try {
-    if (!attnc::dsl::interpret(*k, inputs, &results, &err)) return fail(k->name + ": " + err);
-  } catch (const std::bad_alloc&) {
-    return fail(k->name + ": the fp64 reference interpreter ran out of memory (it keeps every definition whole)");
+    if (!attnc::dsl::interpret(*k, inputs, &results, &err))
+      return fail(k->name + ": " + err);
+  } catch (const std::bad_alloc &) {
+    return fail(
+        k->name +
+        ": the fp64 reference interpreter ran out of memory (it keeps every definition whole)");
   }
 
   // Every file is staged before the first summary is printed: they appear together or not at all.
   for (size_t i = 0; i < results.size(); ++i) {
-    const attnc::dsl::RefTensor& r = results[i];
-    const std::string& n = outNames[i];
+    const attnc::dsl::RefTensor &r = results[i];
+    const std::string &n = outNames[i];
     if (outPaths.count(n)) {
       std::vector<char> bytes(std::max<size_t>(r.data.size(), 1) * 4);
       for (size_t j = 0; j < r.data.size(); ++j) {
         if (r.isInt) {
           double v = r.data[j];
           if (!(v >= -2147483648.0 && v <= 2147483647.0))
-            return fail("output '" + n + "' element " + std::to_string(j) + " is " + std::to_string(v) + ", which does not fit in i32");
+            return fail("output '" + n + "' element " + std::to_string(j) + " is " +
+                        std::to_string(v) + ", which does not fit in i32");
           int32_t x = (int32_t)v;
           std::memcpy(bytes.data() + 4 * j, &x, 4);
         } else {
@@ -194,14 +222,17 @@ int runReference(const attnc::dsl::Module& m, const std::string& kernelName, con
         }
       }
       attnc::Status ws =
-          attnc::write_npy(files.set, files.file.at(n), r.isInt ? attnc::DType::I32 : attnc::DType::F32, r.shape, bytes.data());
-      if (!ws.ok()) return fail(ws.message());
+          attnc::write_npy(files.set, files.file.at(n),
+                           r.isInt ? attnc::DType::I32 : attnc::DType::F32, r.shape, bytes.data());
+      if (!ws.ok())
+        return fail(ws.message());
     }
   }
-  if (attnc::Status st = files.set.commit(); !st.ok()) return fail(st.message());
+  if (attnc::Status st = files.set.commit(); !st.ok())
+    return fail(st.message());
   for (size_t i = 0; i < results.size(); ++i) {
-    const attnc::dsl::RefTensor& r = results[i];
-    const std::string& n = outNames[i];
+    const attnc::dsl::RefTensor &r = results[i];
+    const std::string &n = outNames[i];
     // The summary describes what is written: f32 outputs rounded to float32.
     if (r.isInt) {
       summarise(n, r.shape, false, r.data.data(), (int64_t)r.data.size());
@@ -210,7 +241,8 @@ int runReference(const attnc::dsl::Module& m, const std::string& kernelName, con
       summarise(n, r.shape, true, f.data(), (int64_t)f.size());
     }
     auto it = outPaths.find(n);
-    if (it != outPaths.end()) std::cout << " -> " << it->second;
+    if (it != outPaths.end())
+      std::cout << " -> " << it->second;
     std::cout << "\n";
   }
   std::cerr << "reference: fp64 interpreter\n";
@@ -219,15 +251,15 @@ int runReference(const attnc::dsl::Module& m, const std::string& kernelName, con
 
 } // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char **argv) {
   attnc::install_cleanup_handlers();
   attnc::CompileOptions co;
-  std::string& input = co.path;
-  std::string& targetStr = co.target;
-  std::string& kernelName = co.kernel;
-  attnc::dsl::FrontEndOptions& feOpts = co.frontEnd;
-  attnc::dsl::SemaOptions& sema = feOpts.sema;
-  attnc::PipelineOptions& passOpts = co.passes;
+  std::string &input = co.path;
+  std::string &targetStr = co.target;
+  std::string &kernelName = co.kernel;
+  attnc::dsl::FrontEndOptions &feOpts = co.frontEnd;
+  attnc::dsl::SemaOptions &sema = feOpts.sema;
+  attnc::PipelineOptions &passOpts = co.passes;
   std::string schedule = "auto";
   std::vector<std::pair<std::string, std::string>> ins, outs;
   bool reference = false, tileStats = false;
@@ -240,11 +272,13 @@ int main(int argc, char** argv) {
       return 0;
     } else if (a == "--input" || a.rfind("--input=", 0) == 0) {
       std::string v = a == "--input" ? next() : a.substr(8);
-      if (!splitAssign(v, &name, &path)) return fail("--input expects NAME=FILE.npy, got '" + v + "'");
+      if (!splitAssign(v, &name, &path))
+        return fail("--input expects NAME=FILE.npy, got '" + v + "'");
       ins.emplace_back(name, path);
     } else if (a == "--output" || a.rfind("--output=", 0) == 0) {
       std::string v = a == "--output" ? next() : a.substr(9);
-      if (!splitAssign(v, &name, &path)) return fail("--output expects NAME=FILE.npy, got '" + v + "'");
+      if (!splitAssign(v, &name, &path))
+        return fail("--output expects NAME=FILE.npy, got '" + v + "'");
       outs.emplace_back(name, path);
     } else if (a.rfind("--target=", 0) == 0) {
       targetStr = a.substr(9);
@@ -254,17 +288,20 @@ int main(int argc, char** argv) {
       kernelName = a.substr(9);
     } else if (a.rfind("--sample-order=", 0) == 0) {
       if (!attnc::parseSampleOrder(a.substr(15), &passOpts.sampleOrder))
-        return fail("unknown --sample-order '" + a.substr(15) + "' (expected auto, sample-first or project-first)");
+        return fail("unknown --sample-order '" + a.substr(15) +
+                    "' (expected auto, sample-first or project-first)");
     } else if (a.rfind("--online-softmax=", 0) == 0) {
       std::string m = a.substr(17);
-      if (m != "on" && m != "off") return fail("unknown --online-softmax '" + m + "' (expected on or off)");
+      if (m != "on" && m != "off")
+        return fail("unknown --online-softmax '" + m + "' (expected on or off)");
       co.onlineSoftmax = m == "on";
     } else if (a.rfind("--online-tile=", 0) == 0) {
       std::string t = a.substr(14);
-      char* end = nullptr;
+      char *end = nullptr;
       long v = t.empty() ? 0 : std::strtol(t.c_str(), &end, 10);
       if (t.empty() || *end || v < attnc::kMinOnlineTile || v > attnc::kMaxOnlineTile)
-        return fail("--online-tile expects a key count in " + std::to_string(attnc::kMinOnlineTile) + ".." +
+        return fail("--online-tile expects a key count in " +
+                    std::to_string(attnc::kMinOnlineTile) + ".." +
                     std::to_string(attnc::kMaxOnlineTile) + ", got '" + t + "'");
       passOpts.onlineTile = v;
     } else if (a == "--reference") {
@@ -273,11 +310,13 @@ int main(int argc, char** argv) {
       tileStats = true;
     } else if (a.rfind("-I", 0) == 0) {
       std::string dir = a == "-I" ? next() : a.substr(2);
-      if (dir.empty()) return fail("-I needs a directory");
+      if (dir.empty())
+        return fail("-I needs a directory");
       feOpts.importPaths.push_back(dir);
     } else if (a.rfind("-D", 0) == 0) {
       std::string def = a == "-D" ? next() : a.substr(2);
-      if (!splitAssign(def, &name, &path)) return fail("-D expects NAME=VALUE, got '" + def + "'");
+      if (!splitAssign(def, &name, &path))
+        return fail("-D expects NAME=VALUE, got '" + def + "'");
       sema.defines.emplace_back(name, path);
     } else if (!a.empty() && a[0] == '-') {
       return fail("unknown option '" + a + "'\n" + kUsage);
@@ -287,52 +326,69 @@ int main(int argc, char** argv) {
       return fail("more than one kernel file ('" + input + "' and '" + a + "')");
     }
   }
-  if (input.empty()) return fail(std::string("no kernel file\n") + kUsage);
+  if (input.empty())
+    return fail(std::string("no kernel file\n") + kUsage);
 
   attnc::Compilation comp(co, std::cerr);
-  if (!comp.parse()) return 1;
-  const attnc::FrontEnd& fe = comp.frontEnd();
+  if (!comp.parse())
+    return 1;
+  const attnc::FrontEnd &fe = comp.frontEnd();
   // No output may be a file the run reads (the kernel source, an import, an input), another
   // output or a directory: all checked before any work.
   OutputFiles files;
   {
     attnc::Status st = files.set.protect(input, "the kernel source");
-    for (const auto& f : fe.module->files)
-      if (st.ok()) st = files.set.protect(f->path, "the imported file");
-    for (const auto& [n, p] : ins)
-      if (st.ok()) st = files.set.protect(p, "input file");
-    for (const auto& [n, p] : outs) {
+    for (const auto &f : fe.module->files)
+      if (st.ok())
+        st = files.set.protect(f->path, "the imported file");
+    for (const auto &[n, p] : ins)
+      if (st.ok())
+        st = files.set.protect(p, "input file");
+    for (const auto &[n, p] : outs) {
       size_t i = 0;
-      if (st.ok()) st = files.set.add(p, "output '" + n + "'", &i);
+      if (st.ok())
+        st = files.set.add(p, "output '" + n + "'", &i);
       files.file.emplace(n, i);
     }
-    if (!st.ok()) return fail(st.message());
+    if (!st.ok())
+      return fail(st.message());
   }
-  if (reference) return runReference(*fe.module, kernelName, ins, outs, files);
+  if (reference)
+    return runReference(*fe.module, kernelName, ins, outs, files);
   mlir::ModuleOp generated = comp.generated();
-  if (!generated) return 1;
+  if (!generated)
+    return 1;
   attnc::attn::KernelOp kernel = comp.kernel(generated);
-  if (!kernel) return 1;
+  if (!kernel)
+    return 1;
   Halide::Target target;
   std::string err;
-  if (!comp.target(&target)) return 1;
-  if (!attnc::checkJitTarget(target, &err)) return fail(err);
+  if (!comp.target(&target))
+    return 1;
+  if (!attnc::checkJitTarget(target, &err))
+    return fail(err);
 
   std::string why;
   if (target.has_feature(Halide::Target::CUDA) && !attnc::cuda_device_available(&why))
-    return fail(kernel.getSymName().str() + ": no CUDA device for target " + targetStr + ": " + why);
+    return fail(kernel.getSymName().str() + ": no CUDA device for target " + targetStr + ": " +
+                why);
 
   // The inputs are read before the passes: their shapes are the sizes the cost model uses.
   std::map<std::string, std::string> inPaths, outPaths;
   std::vector<std::string> inNames, outNames;
-  for (unsigned i = 0; i < kernel.getArgumentTypes().size(); ++i) inNames.push_back(kernel.getInputName(i).str());
-  for (unsigned i = 0; i < kernel.getResultTypes().size(); ++i) outNames.push_back(kernel.getOutputName(i).str());
-  std::string ioErr = matchPaths(kernel.getSymName().str(), inNames, outNames, ins, outs, &inPaths, &outPaths);
-  if (!ioErr.empty()) return fail(ioErr);
+  for (unsigned i = 0; i < kernel.getArgumentTypes().size(); ++i)
+    inNames.push_back(kernel.getInputName(i).str());
+  for (unsigned i = 0; i < kernel.getResultTypes().size(); ++i)
+    outNames.push_back(kernel.getOutputName(i).str());
+  std::string ioErr =
+      matchPaths(kernel.getSymName().str(), inNames, outNames, ins, outs, &inPaths, &outPaths);
+  if (!ioErr.empty())
+    return fail(ioErr);
   std::vector<attnc::NpyArray> arrays(inNames.size());
   for (size_t i = 0; i < inNames.size(); ++i) {
     attnc::Status st = attnc::read_npy(inPaths[inNames[i]], &arrays[i]);
-    if (!st.ok()) return fail("input '" + inNames[i] + "': " + st.message());
+    if (!st.ok())
+      return fail("input '" + inNames[i] + "': " + st.message());
     auto dims = kernel.getInputDims(i);
     for (size_t d = 0; d < dims.size() && d < arrays[i].shape.size(); ++d)
       if (!dims[d].empty() && !std::isdigit((unsigned char)dims[d][0]))
@@ -343,57 +399,76 @@ int main(int argc, char** argv) {
   try {
     attnc::LoweredKernel lk = comp.lower();
     // A runtime descriptor of the kernel gives attn-run the same shape checks as AOT calls.
-    std::vector<std::vector<const char*>> dimPtrs;
+    std::vector<std::vector<const char *>> dimPtrs;
     std::vector<attnc::ParamDesc> inDesc, outDesc;
     dimPtrs.reserve(lk.inputs.size() + lk.outputNames.size());
-    for (auto& p : lk.inputs) {
+    for (auto &p : lk.inputs) {
       dimPtrs.emplace_back();
-      for (auto& d : p.dims) dimPtrs.back().push_back(d.c_str());
-      inDesc.push_back({p.name.c_str(), p.isFloat ? attnc::DType::F32 : attnc::DType::I32, (int)p.dims.size(), dimPtrs.back().data()});
+      for (auto &d : p.dims)
+        dimPtrs.back().push_back(d.c_str());
+      inDesc.push_back({p.name.c_str(), p.isFloat ? attnc::DType::F32 : attnc::DType::I32,
+                        (int)p.dims.size(), dimPtrs.back().data()});
     }
     for (size_t i = 0; i < lk.outputNames.size(); ++i) {
       dimPtrs.emplace_back();
-      for (auto& d : lk.outputDims[i]) dimPtrs.back().push_back(d.c_str());
-      outDesc.push_back({lk.outputNames[i].c_str(), lk.outputIsFloat[i] ? attnc::DType::F32 : attnc::DType::I32,
+      for (auto &d : lk.outputDims[i])
+        dimPtrs.back().push_back(d.c_str());
+      outDesc.push_back({lk.outputNames[i].c_str(),
+                         lk.outputIsFloat[i] ? attnc::DType::F32 : attnc::DType::I32,
                          (int)lk.outputDims[i].size(), dimPtrs.back().data()});
     }
-    attnc::KernelDesc desc{lk.name.c_str(), targetStr.c_str(), (int)inDesc.size(), inDesc.data(),
-                           (int)outDesc.size(), outDesc.data(), nullptr};
+    attnc::KernelDesc desc{lk.name.c_str(), targetStr.c_str(),   (int)inDesc.size(),
+                           inDesc.data(),   (int)outDesc.size(), outDesc.data(),
+                           nullptr};
 
     std::vector<attnc::TensorView> views;
-    for (size_t i = 0; i < lk.inputs.size(); ++i) views.push_back(arrays[i].view());
+    for (size_t i = 0; i < lk.inputs.size(); ++i)
+      views.push_back(arrays[i].view());
     attnc::SizeMap sizes;
     attnc::Status st = attnc::bind_sizes(desc, views, &sizes);
     std::vector<std::vector<int64_t>> shapes;
-    if (st.ok()) st = attnc::output_shapes(desc, sizes, &shapes);
-    if (!st.ok()) return fail(st.message());
+    if (st.ok())
+      st = attnc::output_shapes(desc, sizes, &shapes);
+    if (!st.ok())
+      return fail(st.message());
 
     // Every tensor fits Halide's 32-bit indexing and this machine's memory, or is named here
     // before anything is allocated for it.
     uint64_t total = 0;
     for (size_t i = 0; i < shapes.size(); ++i) {
-      st = attnc::check_tensor_size("output '" + lk.outputNames[i] + "'", lk.outputIsFloat[i] ? attnc::DType::F32 : attnc::DType::I32,
+      st = attnc::check_tensor_size("output '" + lk.outputNames[i] + "'",
+                                    lk.outputIsFloat[i] ? attnc::DType::F32 : attnc::DType::I32,
                                     shapes[i]);
-      if (!st.ok()) return fail(st.message());
-      total += (uint64_t)attnc::TensorView::contiguous(nullptr, attnc::DType::F32, shapes[i]).numel() * 4;
+      if (!st.ok())
+        return fail(st.message());
+      total +=
+          (uint64_t)attnc::TensorView::contiguous(nullptr, attnc::DType::F32, shapes[i]).numel() *
+          4;
     }
     for (size_t i = 0; i < lk.inputs.size(); ++i) {
-      st = attnc::check_tensor_size("input '" + lk.inputs[i].name + "'", arrays[i].dtype, arrays[i].shape);
-      if (!st.ok()) return fail(st.message());
+      st = attnc::check_tensor_size("input '" + lk.inputs[i].name + "'", arrays[i].dtype,
+                                    arrays[i].shape);
+      if (!st.ok())
+        return fail(st.message());
       total += arrays[i].data.size();
     }
     st = attnc::check_memory("kernel '" + lk.name + "' (its inputs and outputs)", total);
-    if (!st.ok()) return fail(st.message());
+    if (!st.ok())
+      return fail(st.message());
 
-    std::string applied = attnc::scheduleKernel(lk, target, attnc::ScheduleRequest{schedule, {}, comp.options().passes.estimates}).applied;
+    std::string applied =
+        attnc::scheduleKernel(lk, target,
+                              attnc::ScheduleRequest{schedule, {}, comp.options().passes.estimates})
+            .applied;
     // Every buffer handed to Halide is 128-byte aligned, as Halide's own allocations are: code
     // vectorised for AVX-512 may use aligned vector loads and stores.
     std::vector<AlignedBytes> inData;
     for (size_t i = 0; i < lk.inputs.size(); ++i) {
       try {
         inData.emplace_back(std::max<size_t>(arrays[i].data.size(), 1));
-      } catch (const std::bad_alloc&) {
-        return fail("input '" + lk.inputs[i].name + "': cannot allocate " + std::to_string(arrays[i].data.size()) + " bytes");
+      } catch (const std::bad_alloc &) {
+        return fail("input '" + lk.inputs[i].name + "': cannot allocate " +
+                    std::to_string(arrays[i].data.size()) + " bytes");
       }
       std::copy(arrays[i].data.begin(), arrays[i].data.end(), inData.back().data());
       std::vector<char>().swap(arrays[i].data); // only the aligned copy is used from here on
@@ -410,8 +485,9 @@ int main(int argc, char** argv) {
       attnc::TensorView probe = attnc::TensorView::contiguous(nullptr, dt, shapes[i]);
       try {
         outData.emplace_back(std::max<int64_t>(probe.numel(), 1) * 4);
-      } catch (const std::bad_alloc&) {
-        return fail("output '" + lk.outputNames[i] + "': cannot allocate " + std::to_string(probe.numel() * 4) + " bytes");
+      } catch (const std::bad_alloc &) {
+        return fail("output '" + lk.outputNames[i] + "': cannot allocate " +
+                    std::to_string(probe.numel() * 4) + " bytes");
       }
       outViews.push_back(attnc::TensorView::contiguous(outData[i].data(), dt, shapes[i]));
       outBufs.push_back(wrap(outViews.back()));
@@ -419,46 +495,58 @@ int main(int argc, char** argv) {
     Halide::Pipeline p = lk.pipeline();
     try {
       p.realize(Halide::Realization(outBufs), target);
-    } catch (const Halide::RuntimeError& e) {
+    } catch (const Halide::RuntimeError &e) {
       // In the DSL's terms (tensor names, DSL dimensions), as attnc::call reports AOT kernels.
       std::string msg = e.what(), why = attnc::explain_halide_error(desc, msg);
-      if (msg.rfind("Error: ", 0) == 0) msg = msg.substr(7);
+      if (msg.rfind("Error: ", 0) == 0)
+        msg = msg.substr(7);
       return fail(lk.name + ": " + (why.empty() ? attnc::tidy_halide_message(msg) : why));
     }
     // GPU results stay on the device until asked for (a no-op on CPU targets).
-    for (Halide::Buffer<>& b : outBufs) b.copy_to_host();
+    for (Halide::Buffer<> &b : outBufs)
+      b.copy_to_host();
 
     // Every file is staged before the first summary is printed: they appear together or not at all.
     for (size_t i = 0; i < shapes.size(); ++i) {
-      const std::string& n = lk.outputNames[i];
-      if (!outPaths.count(n)) continue;
-      attnc::Status ws = attnc::write_npy(files.set, files.file.at(n), outViews[i].dtype, shapes[i], outData[i].data());
-      if (!ws.ok()) return fail(ws.message());
+      const std::string &n = lk.outputNames[i];
+      if (!outPaths.count(n))
+        continue;
+      attnc::Status ws = attnc::write_npy(files.set, files.file.at(n), outViews[i].dtype, shapes[i],
+                                          outData[i].data());
+      if (!ws.ok())
+        return fail(ws.message());
     }
-    if (attnc::Status st = files.set.commit(); !st.ok()) return fail(st.message());
+    if (attnc::Status st = files.set.commit(); !st.ok())
+      return fail(st.message());
     for (size_t i = 0; i < shapes.size(); ++i) {
-      const std::string& n = lk.outputNames[i];
+      const std::string &n = lk.outputNames[i];
       if (lk.outputIsFloat[i])
-        summarise(n, shapes[i], true, reinterpret_cast<const float*>(outData[i].data()), outViews[i].numel());
+        summarise(n, shapes[i], true, reinterpret_cast<const float *>(outData[i].data()),
+                  outViews[i].numel());
       else
-        summarise(n, shapes[i], false, reinterpret_cast<const int32_t*>(outData[i].data()), outViews[i].numel());
+        summarise(n, shapes[i], false, reinterpret_cast<const int32_t *>(outData[i].data()),
+                  outViews[i].numel());
       auto it = outPaths.find(n);
-      if (it != outPaths.end()) std::cout << " -> " << it->second;
+      if (it != outPaths.end())
+        std::cout << " -> " << it->second;
       std::cout << "\n";
     }
     if (tileStats) {
-      for (const attnc::TileVisitCount& c : attnc::countTileVisits(lk)) std::cout << "tiles " << attnc::describeTileVisits(c) << "\n";
-      if (lk.tileVisits.empty()) std::cout << "tiles: none (no online softmax in " << lk.name << ")\n";
+      for (const attnc::TileVisitCount &c : attnc::countTileVisits(lk))
+        std::cout << "tiles " << attnc::describeTileVisits(c) << "\n";
+      if (lk.tileVisits.empty())
+        std::cout << "tiles: none (no online softmax in " << lk.name << ")\n";
     }
     std::cerr << "schedule: " << applied << "\n";
     return 0;
-  } catch (const attnc::CompileFailed&) {
+  } catch (const attnc::CompileFailed &) {
     return 1;
-  } catch (const Halide::Error& e) {
+  } catch (const Halide::Error &e) {
     std::string tidy = attnc::tidy_halide_message(e.what());
-    if (tidy != e.what()) return fail(kernelSym + ": " + tidy);
+    if (tidy != e.what())
+      return fail(kernelSym + ": " + tidy);
     return fail(std::string("Halide: ") + e.what());
-  } catch (const std::exception& e) {
+  } catch (const std::exception &e) {
     return fail(e.what());
   }
 }

@@ -1,4 +1,5 @@
-// attn-tune: measures a kernel's schedule knobs at given sizes and keeps the best in the tuning database.
+// attn-tune: measures a kernel's schedule knobs at given sizes and keeps the best in the tuning
+// database.
 //
 // The search space is the applicable rule's knobs (ScheduleRule::knobs: tile sizes, register
 // blocks, vector widths, parallel fusion) and, for an online softmax, its key tile. The search
@@ -26,10 +27,10 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <random>
-#include <functional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -46,12 +47,14 @@ using Clock = std::chrono::steady_clock;
 constexpr int kConfirmRounds = 7;
 constexpr double kConfirmMargin = 0.03;
 
-const char* kUsage =
+const char *kUsage =
     "usage: attn-tune FILE.attn --sizes=N=V,... [options]\n"
     "  --sizes=N=V,...    the sizes to tune for (every size the inputs use, unless -i gives it)\n"
     "  --kernel=NAME      kernel to tune when the file has several\n"
-    "  --target=T         'host' (default), a Halide CPU target string, or a CUDA target (see below)\n"
-    "  --budget=SECONDS   wall-clock time for the search (default 60); the autoschedulers come after\n"
+    "  --target=T         'host' (default), a Halide CPU target string, or a CUDA target (see "
+    "below)\n"
+    "  --budget=SECONDS   wall-clock time for the search (default 60); the autoschedulers come "
+    "after\n"
     "  --max-trials=N     also stop after N configurations besides the default (a search of fixed\n"
     "                     size whatever the machine's speed)\n"
     "  --db=PATH          tuning database to update (default: attnc-tuning.json beside FILE)\n"
@@ -60,13 +63,16 @@ const char* kUsage =
     "  --restart          forget this entry's earlier measurements instead of resuming\n"
     "  --no-baselines     skip Halide's autoschedulers\n"
     "  --ptxas=PATH       ptxas for CUDA targets (default: on PATH, or /usr/local/cuda/bin/ptxas)\n"
-    "A CUDA target (x86-64-linux-cuda-cuda_capability_80|86) is checked offline: every configuration\n"
-    "of the rule's block and thread knobs is compiled to PTX and assembled by ptxas; the resources\n"
-    "are recorded in the database for a run on a GPU. Nothing is timed: the default stays unless it\n"
+    "A CUDA target (x86-64-linux-cuda-cuda_capability_80|86) is checked offline: every "
+    "configuration\n"
+    "of the rule's block and thread knobs is compiled to PTX and assembled by ptxas; the "
+    "resources\n"
+    "are recorded in the database for a run on a GPU. Nothing is timed: the default stays unless "
+    "it\n"
     "spills, else the spill-free configuration with the fewest registers is kept.\n"
     "  -D NAME=VALUE, -I DIR   as for attnc\n";
 
-int fail(const std::string& msg) {
+int fail(const std::string &msg) {
   std::cerr << "attn-tune: error: " << msg << "\n";
   return 1;
 }
@@ -85,10 +91,12 @@ std::string machineName() {
 
 // Merges this run's entry into the database as it is on disk now, under its lock: another
 // attn-tune on the same database keeps its entries and measurements.
-bool saveEntry(const std::string& dbPath, const attnc::TuningEntry& entry, bool result, bool forgetMeasurements, std::string* err) {
+bool saveEntry(const std::string &dbPath, const attnc::TuningEntry &entry, bool result,
+               bool forgetMeasurements, std::string *err) {
   attnc::MergeOptions opts;
   opts.result = result, opts.forgetMeasurements = forgetMeasurements;
-  return attnc::TuningDb::update(dbPath, [&](attnc::TuningDb& disk) { disk.merge(entry, opts); }, err);
+  return attnc::TuningDb::update(
+      dbPath, [&](attnc::TuningDb &disk) { disk.merge(entry, opts); }, err);
 }
 
 std::string nowIso() {
@@ -106,7 +114,8 @@ struct Config {
   std::string key() const { return attnc::configKey(tile, params); }
   std::string str() const {
     std::string s = "tile=" + (tile ? std::to_string(tile) : std::string("default"));
-    for (const auto& [k, v] : params) s += " " + k + "=" + std::to_string(v);
+    for (const auto &[k, v] : params)
+      s += " " + k + "=" + std::to_string(v);
     return s;
   }
 };
@@ -125,96 +134,135 @@ public:
   attnc::LoweredKernel lower(int tile) { return comp->lower(tile); }
 
   // Inputs (random floats unless -i gives them) and outputs, made once from the first lowering.
-  bool prepare(const attnc::LoweredKernel& lk, std::string* err) {
-    for (const auto& [name, arr] : given) {
-      const attnc::KernelParam* p = nullptr;
-      for (const auto& in : lk.inputs)
-        if (in.name == name) p = &in;
-      if (!p) return *err = "-i " + name + ": the kernel has no input named '" + name + "'", false;
+  bool prepare(const attnc::LoweredKernel &lk, std::string *err) {
+    for (const auto &[name, arr] : given) {
+      const attnc::KernelParam *p = nullptr;
+      for (const auto &in : lk.inputs)
+        if (in.name == name)
+          p = &in;
+      if (!p)
+        return *err = "-i " + name + ": the kernel has no input named '" + name + "'", false;
       if (arr.shape.size() != p->dims.size())
-        return *err = "-i " + name + ": rank " + std::to_string(arr.shape.size()) + ", the kernel wants " + std::to_string(p->dims.size()), false;
+        return *err = "-i " + name + ": rank " + std::to_string(arr.shape.size()) +
+                      ", the kernel wants " + std::to_string(p->dims.size()),
+               false;
       for (size_t d = 0; d < p->dims.size(); ++d) {
-        const std::string& sym = p->dims[d];
+        const std::string &sym = p->dims[d];
         if (arr.shape[d] > INT32_MAX)
-          return *err = "-i " + name + ": dimension " + std::to_string(d) + " is " + std::to_string(arr.shape[d]) + ", more than 2147483647", false;
+          return *err = "-i " + name + ": dimension " + std::to_string(d) + " is " +
+                        std::to_string(arr.shape[d]) + ", more than 2147483647",
+                 false;
         if (std::isdigit((unsigned char)sym[0])) {
           if (arr.shape[d] != std::stoll(sym))
-            return *err = "-i " + name + ": dimension " + std::to_string(d) + " is " + std::to_string(arr.shape[d]) +
-                          ", the kernel wants " + sym, false;
+            return *err = "-i " + name + ": dimension " + std::to_string(d) + " is " +
+                          std::to_string(arr.shape[d]) + ", the kernel wants " + sym,
+                   false;
           continue;
         }
         auto it = sizes.find(sym);
-        if (it == sizes.end()) sizes[sym] = arr.shape[d];
+        if (it == sizes.end())
+          sizes[sym] = arr.shape[d];
         else if (it->second != arr.shape[d])
-          return *err = "-i " + name + ": dimension " + std::to_string(d) + " (" + sym + ") is " + std::to_string(arr.shape[d]) +
-                        " but --sizes says " + std::to_string(it->second), false;
+          return *err = "-i " + name + ": dimension " + std::to_string(d) + " (" + sym + ") is " +
+                        std::to_string(arr.shape[d]) + " but --sizes says " +
+                        std::to_string(it->second),
+                 false;
       }
     }
     std::mt19937 rng(12345);
     std::normal_distribution<float> normal(0.f, 1.f);
-    for (const auto& in : lk.inputs) {
+    for (const auto &in : lk.inputs) {
       std::vector<int64_t> shape;
       for (size_t d = 0; d < in.dims.size(); ++d) {
-        const std::string& sym = in.dims[d];
-        if (std::isdigit((unsigned char)sym[0])) shape.push_back(std::stoll(sym));
-        else if (sizes.count(sym)) shape.push_back(sizes[sym]);
-        else return *err = "--sizes has no value for '" + sym + "' (input " + in.name + ", dimension " + std::to_string(d) + ")", false;
+        const std::string &sym = in.dims[d];
+        if (std::isdigit((unsigned char)sym[0]))
+          shape.push_back(std::stoll(sym));
+        else if (sizes.count(sym))
+          shape.push_back(sizes[sym]);
+        else
+          return *err = "--sizes has no value for '" + sym + "' (input " + in.name +
+                        ", dimension " + std::to_string(d) + ")",
+                 false;
       }
       // Named before anything is allocated: more than Halide addresses, or than this machine has.
-      attnc::Status st = attnc::check_tensor_size("input '" + in.name + "' at these sizes", in.isFloat ? attnc::DType::F32 : attnc::DType::I32, shape);
-      if (!st.ok()) return *err = st.message(), false;
+      attnc::Status st =
+          attnc::check_tensor_size("input '" + in.name + "' at these sizes",
+                                   in.isFloat ? attnc::DType::F32 : attnc::DType::I32, shape);
+      if (!st.ok())
+        return *err = st.message(), false;
       std::vector<int> hshape(shape.rbegin(), shape.rend());
       auto g = given.find(in.name);
       if (in.isFloat) {
         H::Buffer<float> b(hshape);
         if (g != given.end()) {
-          if (g->second.dtype != attnc::DType::F32) return *err = "-i " + in.name + ": the kernel wants float32", false;
-          if (g->second.data.size() != b.size_in_bytes()) return *err = "-i " + in.name + ": its size does not match the kernel's", false;
+          if (g->second.dtype != attnc::DType::F32)
+            return *err = "-i " + in.name + ": the kernel wants float32", false;
+          if (g->second.data.size() != b.size_in_bytes())
+            return *err = "-i " + in.name + ": its size does not match the kernel's", false;
           std::memcpy(b.data(), g->second.data.data(), g->second.data.size());
         } else {
-          b.for_each_value([&](float& x) { x = normal(rng); });
+          b.for_each_value([&](float &x) { x = normal(rng); });
         }
         inputs.push_back(b);
       } else {
         if (g == given.end())
-          return *err = "input '" + in.name + "' holds integers (indices, tables): give its values with -i " + in.name + "=FILE.npy", false;
-        if (g->second.dtype != attnc::DType::I32) return *err = "-i " + in.name + ": the kernel wants int32", false;
+          return *err = "input '" + in.name +
+                        "' holds integers (indices, tables): give its values with -i " + in.name +
+                        "=FILE.npy",
+                 false;
+        if (g->second.dtype != attnc::DType::I32)
+          return *err = "-i " + in.name + ": the kernel wants int32", false;
         H::Buffer<int32_t> b(hshape);
-        if (g->second.data.size() != b.size_in_bytes()) return *err = "-i " + in.name + ": its size does not match the kernel's", false;
+        if (g->second.data.size() != b.size_in_bytes())
+          return *err = "-i " + in.name + ": its size does not match the kernel's", false;
         std::memcpy(b.data(), g->second.data.data(), g->second.data.size());
         inputs.push_back(b);
       }
     }
     for (size_t i = 0; i < lk.outputDims.size(); ++i) {
       std::vector<int64_t> shape;
-      for (const std::string& dim : lk.outputDims[i]) {
+      for (const std::string &dim : lk.outputDims[i]) {
         int64_t v = 1;
         std::stringstream ss(dim);
         std::string factor;
         while (std::getline(ss, factor, '*')) {
           int64_t f = 0;
-          if (std::isdigit((unsigned char)factor[0])) f = std::stoll(factor);
-          else if (sizes.count(factor)) f = sizes[factor];
-          else return *err = "--sizes has no value for '" + factor + "' (output " + lk.outputNames[i] + ")", false;
-          if (__builtin_mul_overflow(v, f, &v)) v = INT64_MAX;
+          if (std::isdigit((unsigned char)factor[0]))
+            f = std::stoll(factor);
+          else if (sizes.count(factor))
+            f = sizes[factor];
+          else
+            return *err = "--sizes has no value for '" + factor + "' (output " + lk.outputNames[i] +
+                          ")",
+                   false;
+          if (__builtin_mul_overflow(v, f, &v))
+            v = INT64_MAX;
         }
         shape.push_back(v);
       }
-      attnc::Status st = attnc::check_tensor_size("output '" + lk.outputNames[i] + "' at these sizes",
-                                                  lk.outputIsFloat[i] ? attnc::DType::F32 : attnc::DType::I32, shape);
-      if (!st.ok()) return *err = st.message(), false;
+      attnc::Status st = attnc::check_tensor_size(
+          "output '" + lk.outputNames[i] + "' at these sizes",
+          lk.outputIsFloat[i] ? attnc::DType::F32 : attnc::DType::I32, shape);
+      if (!st.ok())
+        return *err = st.message(), false;
       for (int64_t v : shape)
-        if (v > INT32_MAX) return *err = "output '" + lk.outputNames[i] + "' at these sizes has a dimension of " + std::to_string(v) + ", more than 2147483647", false;
+        if (v > INT32_MAX)
+          return *err = "output '" + lk.outputNames[i] + "' at these sizes has a dimension of " +
+                        std::to_string(v) + ", more than 2147483647",
+                 false;
       std::vector<int> hshape(shape.rbegin(), shape.rend());
-      if (lk.outputIsFloat[i]) outputs.push_back(H::Buffer<float>(hshape));
-      else outputs.push_back(H::Buffer<int32_t>(hshape));
+      if (lk.outputIsFloat[i])
+        outputs.push_back(H::Buffer<float>(hshape));
+      else
+        outputs.push_back(H::Buffer<int32_t>(hshape));
     }
     return true;
   }
 
   // Median ms of `reps` runs after a warm-up; fills `out` copies for the result check.
-  double run(attnc::LoweredKernel& lk, H::Pipeline& p, std::vector<std::vector<char>>* out) {
-    for (size_t i = 0; i < lk.inputs.size(); ++i) lk.inputs[i].param.set(inputs[i]);
+  double run(attnc::LoweredKernel &lk, H::Pipeline &p, std::vector<std::vector<char>> *out) {
+    for (size_t i = 0; i < lk.inputs.size(); ++i)
+      lk.inputs[i].param.set(inputs[i]);
     H::Realization r(outputs);
     p.realize(r, target);
     std::vector<double> ts;
@@ -224,13 +272,14 @@ public:
       p.realize(r, target);
       ts.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
       // A very slow candidate (seconds per run) is not worth five runs.
-      if (n >= 1 && std::chrono::duration<double>(Clock::now() - start).count() > 10) break;
+      if (n >= 1 && std::chrono::duration<double>(Clock::now() - start).count() > 10)
+        break;
     }
     std::sort(ts.begin(), ts.end());
     if (out) {
       out->clear();
-      for (const H::Buffer<>& b : outputs) {
-        const char* d = (const char*)b.data();
+      for (const H::Buffer<> &b : outputs) {
+        const char *d = (const char *)b.data();
         out->emplace_back(d, d + b.size_in_bytes());
       }
     }
@@ -238,15 +287,18 @@ public:
   }
 
   // Largest |a - b| over float outputs, relative to the largest |b|.
-  static double relDiff(const std::vector<std::vector<char>>& a, const std::vector<std::vector<char>>& b) {
+  static double relDiff(const std::vector<std::vector<char>> &a,
+                        const std::vector<std::vector<char>> &b) {
     double diff = 0, scale = 1e-30;
     for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
       size_t n = std::min(a[i].size(), b[i].size()) / 4;
-      const float* x = (const float*)a[i].data();
-      const float* y = (const float*)b[i].data();
+      const float *x = (const float *)a[i].data();
+      const float *y = (const float *)b[i].data();
       for (size_t k = 0; k < n; ++k) {
-        if (std::isnan(x[k]) != std::isnan(y[k])) return INFINITY;
-        if (std::isnan(x[k])) continue;
+        if (std::isnan(x[k]) != std::isnan(y[k]))
+          return INFINITY;
+        if (std::isnan(x[k]))
+          continue;
         diff = std::max(diff, (double)std::fabs(x[k] - y[k]));
         scale = std::max(scale, (double)std::fabs(y[k]));
       }
@@ -263,21 +315,27 @@ struct Resources {
   int regs = 0, smem = 0, spills = 0, entries = 0;
 };
 
-bool runPtxas(const std::string& ptxas, const std::string& ptx, const std::string& arch, Resources* r, std::string* err) {
+bool runPtxas(const std::string &ptxas, const std::string &ptx, const std::string &arch,
+              Resources *r, std::string *err) {
   std::string cmd = "'" + ptxas + "' -arch=" + arch + " -v '" + ptx + "' -o /dev/null 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  if (!f) return *err = "cannot run ptxas", false;
+  FILE *f = popen(cmd.c_str(), "r");
+  if (!f)
+    return *err = "cannot run ptxas", false;
   std::string text;
   char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, f)) text.append(buf, n);
+  while (size_t n = fread(buf, 1, sizeof buf, f))
+    text.append(buf, n);
   int rc = pclose(f);
-  if (rc != 0) return *err = "ptxas failed: " + text.substr(0, 300), false;
+  if (rc != 0)
+    return *err = "ptxas failed: " + text.substr(0, 300), false;
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
-    if (line.find("Compiling entry function") != std::string::npos) ++r->entries;
+    if (line.find("Compiling entry function") != std::string::npos)
+      ++r->entries;
     size_t p;
-    if ((p = line.find("bytes spill stores")) != std::string::npos || (p = line.find("bytes spill loads")) != std::string::npos) {
+    if ((p = line.find("bytes spill stores")) != std::string::npos ||
+        (p = line.find("bytes spill loads")) != std::string::npos) {
       // "N bytes stack frame, S bytes spill stores, L bytes spill loads"
       std::istringstream ls(line.substr(line.find(',') + 1));
       int st = 0, ld = 0;
@@ -300,8 +358,8 @@ bool runPtxas(const std::string& ptxas, const std::string& ptx, const std::strin
 
 // CUDA targets without a GPU: every configuration of the rule's knobs compiled to PTX and assembled
 // by ptxas; the database records what each one needs, the schedule stays the default.
-int tuneOffline(Tuner& tu, const std::string& input, const std::string& dbPath, attnc::TuningDb& db, std::string ptxas,
-                bool baselines) {
+int tuneOffline(Tuner &tu, const std::string &input, const std::string &dbPath, attnc::TuningDb &db,
+                std::string ptxas, bool baselines) {
   if (ptxas.empty()) {
     for (std::string cand : {std::string("ptxas"), std::string("/usr/local/cuda/bin/ptxas")}) {
       std::string probe = "command -v '" + cand + "' > /dev/null 2>&1";
@@ -310,7 +368,9 @@ int tuneOffline(Tuner& tu, const std::string& input, const std::string& dbPath, 
         break;
       }
     }
-    if (ptxas.empty()) return fail("a CUDA target is checked with ptxas, which is not installed (give --ptxas=PATH)");
+    if (ptxas.empty())
+      return fail(
+          "a CUDA target is checked with ptxas, which is not installed (give --ptxas=PATH)");
   } else if (access(ptxas.c_str(), X_OK) != 0) {
     return fail("cannot run ptxas '" + ptxas + "'");
   }
@@ -322,65 +382,74 @@ int tuneOffline(Tuner& tu, const std::string& input, const std::string& dbPath, 
     tu.comp->options().onlineSoftmax = false; // as attnc's auto for CUDA targets
     tu.comp->resetPasses();
     attnc::LoweredKernel probe = tu.lower(0);
-    const attnc::ScheduleRule* rule = attnc::selectRule(probe, tu.target, "auto");
+    const attnc::ScheduleRule *rule = attnc::selectRule(probe, tu.target, "auto");
     std::vector<attnc::Knob> knobs = rule->knobs(probe, tu.target);
     const std::string variant = attnc::tuningVariantKey(input, tu.kernelName);
     const std::string targetKey = attnc::tuningTargetKey(tu.target);
     const std::string bucket = attnc::bucketOf(tu.sizes);
-    attnc::TuningEntry* entry = &db.upsert(variant, targetKey, bucket);
-    entry->rule = rule->name(), entry->sizes = tu.sizes, entry->machine = "offline (ptxas " + arch + ")";
-    std::cout << "attn-tune " << variant << " for " << targetKey << " (no GPU here: checked by ptxas for " << arch
-              << ", nothing timed)\n  rule " << rule->name() << ", " << knobs.size() << " knobs\n";
+    attnc::TuningEntry *entry = &db.upsert(variant, targetKey, bucket);
+    entry->rule = rule->name(), entry->sizes = tu.sizes,
+    entry->machine = "offline (ptxas " + arch + ")";
+    std::cout << "attn-tune " << variant << " for " << targetKey
+              << " (no GPU here: checked by ptxas for " << arch << ", nothing timed)\n  rule "
+              << rule->name() << ", " << knobs.size() << " knobs\n";
     if (knobs.empty()) {
       std::cout << "  the rule has no knobs: nothing to check\n";
       return 0;
     }
     // Every combination of the knobs' values, defaults first.
     std::vector<std::map<std::string, int>> configs(1);
-    for (const attnc::Knob& kb : knobs) {
+    for (const attnc::Knob &kb : knobs) {
       std::vector<std::map<std::string, int>> next;
-      for (const auto& c : configs)
+      for (const auto &c : configs)
         for (int v : kb.choices) {
           auto d = c;
-          if (v != kb.dflt) d[kb.name] = v;
+          if (v != kb.dflt)
+            d[kb.name] = v;
           next.push_back(d);
         }
       configs = next;
     }
-    std::stable_partition(configs.begin(), configs.end(), [](const std::map<std::string, int>& c) { return c.empty(); });
+    std::stable_partition(configs.begin(), configs.end(),
+                          [](const std::map<std::string, int> &c) { return c.empty(); });
     attnc::TempDir tmpDir;
-    if (attnc::Status st = tmpDir.create("attn-tune"); !st.ok()) return fail(st.message());
-    const std::string& tmp = tmpDir.path();
+    if (attnc::Status st = tmpDir.create("attn-tune"); !st.ok())
+      return fail(st.message());
+    const std::string &tmp = tmpDir.path();
     int fits = 0;
     // What the pipeline needs in the same terms; `lk` scheduled by `schedule` (a rule's knobs,
     // or Halide's CUDA autoscheduler).
-    auto assemble = [&](const std::function<void(attnc::LoweredKernel&)>& schedule, Resources* r) -> std::string {
+    auto assemble = [&](const std::function<void(attnc::LoweredKernel &)> &schedule,
+                        Resources *r) -> std::string {
       try {
         attnc::LoweredKernel lk = tu.lower(0);
         schedule(lk);
         const std::string ptx = tmp + "/k.ptx";
-        lk.pipeline().compile_to({{H::OutputFileType::device_code, ptx}}, lk.arguments(), lk.name, tu.target);
+        lk.pipeline().compile_to({{H::OutputFileType::device_code, ptx}}, lk.arguments(), lk.name,
+                                 tu.target);
         std::string why;
-        if (!runPtxas(ptxas, ptx, arch, r, &why)) return "failed: " + why;
-        return "regs=" + std::to_string(r->regs) + " spills=" + std::to_string(r->spills) + " smem=" + std::to_string(r->smem);
-      } catch (const H::Error& e) {
+        if (!runPtxas(ptxas, ptx, arch, r, &why))
+          return "failed: " + why;
+        return "regs=" + std::to_string(r->regs) + " spills=" + std::to_string(r->spills) +
+               " smem=" + std::to_string(r->smem);
+      } catch (const H::Error &e) {
         return "failed: " + attnc::tidy_halide_message(e.what()).substr(0, 200);
-      } catch (const std::exception& e) {
+      } catch (const std::exception &e) {
         return std::string("failed: ") + e.what();
       }
     };
     // The configuration kept: the default while it assembles without spills (nothing timed says
     // another is faster); else the spill-free one with the fewest registers, then the least shared
     // memory (the most threads an SM can hold).
-    const std::map<std::string, int>* best = nullptr;
+    const std::map<std::string, int> *best = nullptr;
     Resources bestRes;
     bool defaultFits = false;
-    for (const auto& params : configs) {
+    for (const auto &params : configs) {
       Config c;
       c.params = params;
       Resources r;
       std::string result = assemble(
-          [&](attnc::LoweredKernel& lk) {
+          [&](attnc::LoweredKernel &lk) {
             attnc::ScheduleParams sp;
             sp.values = params;
             attnc::applySchedule(lk, tu.target, rule->name(), sp);
@@ -389,7 +458,8 @@ int tuneOffline(Tuner& tu, const std::string& input, const std::string& dbPath, 
       if (result.rfind("failed", 0) != 0 && r.spills == 0) {
         ++fits;
         defaultFits |= params.empty();
-        if (!best || r.regs < bestRes.regs || (r.regs == bestRes.regs && r.smem < bestRes.smem)) best = &params, bestRes = r;
+        if (!best || r.regs < bestRes.regs || (r.regs == bestRes.regs && r.smem < bestRes.smem))
+          best = &params, bestRes = r;
       }
       entry->offline[c.key()] = result;
       std::cout << "  " << c.str() << ": " << result << "\n";
@@ -399,16 +469,22 @@ int tuneOffline(Tuner& tu, const std::string& input, const std::string& dbPath, 
     // a GPU would compare against).
     if (baselines) {
       Resources r;
-      std::string result = assemble([&](attnc::LoweredKernel& lk) { attnc::applyAutoscheduler(lk, tu.target, "Anderson2021", tu.sizes); }, &r);
+      std::string result = assemble(
+          [&](attnc::LoweredKernel &lk) {
+            attnc::applyAutoscheduler(lk, tu.target, "Anderson2021", tu.sizes);
+          },
+          &r);
       entry->offline["Halide Anderson2021"] = result;
       std::cout << "  Halide Anderson2021 (autoscheduler): " << result << "\n";
     }
     tmpDir.remove();
     entry->params.clear();
-    for (const attnc::Knob& kb : knobs) entry->params[kb.name] = kb.dflt;
+    for (const attnc::Knob &kb : knobs)
+      entry->params[kb.name] = kb.dflt;
     std::string kept = "The schedule stays the default.";
     if (!defaultFits && best) {
-      for (const auto& [name, value] : *best) entry->params[name] = value;
+      for (const auto &[name, value] : *best)
+        entry->params[name] = value;
       Config c;
       c.params = *best;
       kept = "The default spills or fails; kept " + c.str() + " (fewest registers without spills).";
@@ -416,20 +492,22 @@ int tuneOffline(Tuner& tu, const std::string& input, const std::string& dbPath, 
       kept = "None assembles without spills; the schedule stays the default.";
     }
     entry->updated = nowIso();
-    if (!saveEntry(dbPath, *entry, true, false, &err)) return fail(err);
-    std::cout << fits << " of " << configs.size() << " configurations assemble without spills; recorded in " << dbPath
-              << " [" << bucket << "] for timing on a GPU. " << kept << "\n";
+    if (!saveEntry(dbPath, *entry, true, false, &err))
+      return fail(err);
+    std::cout << fits << " of " << configs.size()
+              << " configurations assemble without spills; recorded in " << dbPath << " [" << bucket
+              << "] for timing on a GPU. " << kept << "\n";
     return 0;
-  } catch (const H::Error& e) {
+  } catch (const H::Error &e) {
     return fail(attnc::tidy_halide_message(e.what()));
-  } catch (const std::exception& e) {
+  } catch (const std::exception &e) {
     return fail(e.what());
   }
 }
 
 } // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char **argv) {
   attnc::install_cleanup_handlers();
   std::string input, targetStr = "host", dbPath, kernelName;
   double budget = 60;
@@ -441,12 +519,13 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> inPaths;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    auto value = [&](const std::string& flag) { return a.substr(flag.size() + 1); };
-    auto number = [&](const std::string& flag, double lo, double hi, double* out) {
+    auto value = [&](const std::string &flag) { return a.substr(flag.size() + 1); };
+    auto number = [&](const std::string &flag, double lo, double hi, double *out) {
       std::string v = value(flag);
-      char* end = nullptr;
+      char *end = nullptr;
       double d = v.empty() ? 0 : std::strtod(v.c_str(), &end);
-      if (v.empty() || *end || !(d >= lo && d <= hi)) return false;
+      if (v.empty() || *end || !(d >= lo && d <= hi))
+        return false;
       *out = d;
       return true;
     };
@@ -455,30 +534,37 @@ int main(int argc, char** argv) {
       return 0;
     } else if (a.rfind("--sizes=", 0) == 0) {
       std::string err;
-      if (!attnc::parseSizes(value("--sizes"), &sizes, &err)) return fail(err);
+      if (!attnc::parseSizes(value("--sizes"), &sizes, &err))
+        return fail(err);
     } else if (a.rfind("--kernel=", 0) == 0) {
       kernelName = value("--kernel");
     } else if (a.rfind("--target=", 0) == 0) {
       targetStr = value("--target");
     } else if (a.rfind("--budget=", 0) == 0) {
-      if (!number("--budget", 1, 7 * 24 * 3600, &budget)) return fail("--budget expects seconds in 1..604800, got '" + value("--budget") + "'");
+      if (!number("--budget", 1, 7 * 24 * 3600, &budget))
+        return fail("--budget expects seconds in 1..604800, got '" + value("--budget") + "'");
     } else if (a.rfind("--max-trials=", 0) == 0) {
       double r;
       if (!number("--max-trials", 1, 1000000, &r) || r != std::floor(r))
-        return fail("--max-trials expects a count in 1..1000000, got '" + value("--max-trials") + "'");
+        return fail("--max-trials expects a count in 1..1000000, got '" + value("--max-trials") +
+                    "'");
       maxTrials = (int)r;
     } else if (a.rfind("--reps=", 0) == 0) {
       double r;
-      if (!number("--reps", 1, 1000, &r) || r != std::floor(r)) return fail("--reps expects a count in 1..1000, got '" + value("--reps") + "'");
+      if (!number("--reps", 1, 1000, &r) || r != std::floor(r))
+        return fail("--reps expects a count in 1..1000, got '" + value("--reps") + "'");
       reps = (int)r;
     } else if (a.rfind("--db=", 0) == 0) {
       dbPath = value("--db");
-      if (dbPath.empty()) return fail("--db needs a path");
+      if (dbPath.empty())
+        return fail("--db needs a path");
     } else if (a == "-i") {
-      if (++i >= argc) return fail("-i needs NAME=FILE.npy");
+      if (++i >= argc)
+        return fail("-i needs NAME=FILE.npy");
       std::string s = argv[i];
       size_t eq = s.find('=');
-      if (eq == std::string::npos || eq == 0 || eq + 1 == s.size()) return fail("-i expects NAME=FILE.npy, got '" + s + "'");
+      if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+        return fail("-i expects NAME=FILE.npy, got '" + s + "'");
       inPaths[s.substr(0, eq)] = s.substr(eq + 1);
     } else if (a.rfind("--ptxas=", 0) == 0) {
       ptxasPath = value("--ptxas");
@@ -488,12 +574,14 @@ int main(int argc, char** argv) {
       baselines = false;
     } else if (a.rfind("-I", 0) == 0) {
       std::string dir = a == "-I" ? (i + 1 < argc ? argv[++i] : "") : a.substr(2);
-      if (dir.empty()) return fail("-I needs a directory");
+      if (dir.empty())
+        return fail("-I needs a directory");
       feOpts.importPaths.push_back(dir);
     } else if (a.rfind("-D", 0) == 0) {
       std::string def = a == "-D" ? (i + 1 < argc ? argv[++i] : "") : a.substr(2);
       size_t eq = def.find('=');
-      if (eq == std::string::npos || eq == 0) return fail("-D expects NAME=VALUE, got '" + def + "'");
+      if (eq == std::string::npos || eq == 0)
+        return fail("-D expects NAME=VALUE, got '" + def + "'");
       feOpts.sema.defines.emplace_back(def.substr(0, eq), def.substr(eq + 1));
     } else if (!a.empty() && a[0] == '-') {
       return fail("unknown option '" + a + "'\n" + kUsage);
@@ -503,51 +591,65 @@ int main(int argc, char** argv) {
       return fail("more than one input file ('" + input + "' and '" + a + "')");
     }
   }
-  if (input.empty()) return fail(std::string("no input file\n") + kUsage);
-  if (sizes.empty() && inPaths.empty()) return fail("attn-tune needs --sizes: the shapes to tune for (e.g. --sizes=B=1,H=8,N=2048,D=64)");
-  if (dbPath.empty()) dbPath = attnc::defaultTuningDbPath(input);
+  if (input.empty())
+    return fail(std::string("no input file\n") + kUsage);
+  if (sizes.empty() && inPaths.empty())
+    return fail(
+        "attn-tune needs --sizes: the shapes to tune for (e.g. --sizes=B=1,H=8,N=2048,D=64)");
+  if (dbPath.empty())
+    dbPath = attnc::defaultTuningDbPath(input);
   // The database is checked like an output before any work: not a file the run reads (the input,
   // below every import and -i file) nor a directory. TuningDb::update writes it.
   attnc::OutputSet dbCheck;
-  auto check = [](const attnc::Status& st) { return st.ok() ? 0 : fail(st.message()); };
+  auto check = [](const attnc::Status &st) { return st.ok() ? 0 : fail(st.message()); };
   size_t dbIndex = 0;
-  if (int rc = check(dbCheck.protect(input, "the input file"))) return rc;
-  if (int rc = check(dbCheck.add(dbPath, "the tuning database", &dbIndex))) return rc;
+  if (int rc = check(dbCheck.protect(input, "the input file")))
+    return rc;
+  if (int rc = check(dbCheck.add(dbPath, "the tuning database", &dbIndex)))
+    return rc;
 
   Tuner tu;
   tu.reps = reps;
   std::string err;
-  if (!attnc::parseTarget(targetStr, &tu.target, &err)) return fail(err);
+  if (!attnc::parseTarget(targetStr, &tu.target, &err))
+    return fail(err);
   attnc::CompileOptions co;
   co.path = input;
   co.frontEnd = feOpts;
   co.target = targetStr;
   tu.comp = std::make_unique<attnc::Compilation>(co, std::cerr);
-  if (!tu.comp->parse()) return 1;
-  const attnc::FrontEnd& fe = tu.comp->frontEnd();
-  for (const auto& f : fe.module->files)
-    if (int rc = check(dbCheck.protect(f->path, "the imported file"))) return rc;
-  for (const auto& [name, path] : inPaths)
-    if (int rc = check(dbCheck.protect(path, "the input file"))) return rc;
+  if (!tu.comp->parse())
+    return 1;
+  const attnc::FrontEnd &fe = tu.comp->frontEnd();
+  for (const auto &f : fe.module->files)
+    if (int rc = check(dbCheck.protect(f->path, "the imported file")))
+      return rc;
+  for (const auto &[name, path] : inPaths)
+    if (int rc = check(dbCheck.protect(path, "the input file")))
+      return rc;
   if (kernelName.empty()) {
-    if (fe.module->kernels.size() != 1) return fail("the file has several kernels: pick one with --kernel=NAME");
+    if (fe.module->kernels.size() != 1)
+      return fail("the file has several kernels: pick one with --kernel=NAME");
     kernelName = fe.module->kernels[0]->name;
   }
   tu.kernelName = kernelName;
   tu.comp->options().kernel = kernelName;
-  for (const auto& [name, path] : inPaths) {
+  for (const auto &[name, path] : inPaths) {
     attnc::NpyArray arr;
     attnc::Status st = attnc::read_npy(path, &arr);
-    if (!st.ok()) return fail("-i " + name + ": " + st.message());
+    if (!st.ok())
+      return fail("-i " + name + ": " + st.message());
     tu.given[name] = std::move(arr);
   }
   tu.sizes = sizes;
 
   attnc::TuningDb db;
-  if (!attnc::TuningDb::load(dbPath, &db, &err)) return fail(err);
+  if (!attnc::TuningDb::load(dbPath, &db, &err))
+    return fail(err);
   const std::string machine = machineName();
 
-  if (!tu.target.has_gpu_feature() && !attnc::checkJitTarget(tu.target, &err)) return fail(err);
+  if (!tu.target.has_gpu_feature() && !attnc::checkJitTarget(tu.target, &err))
+    return fail(err);
   if (tu.target.has_gpu_feature()) {
     tu.kernelName = kernelName;
     tu.sizes = sizes;
@@ -555,19 +657,22 @@ int main(int argc, char** argv) {
   }
   try {
     attnc::LoweredKernel probe = tu.lower(0);
-    if (!tu.prepare(probe, &err)) return fail(err);
-    tu.comp->options().passes.estimates = tu.sizes; // the cost-model passes see the tuned sizes, as attnc --sizes does
+    if (!tu.prepare(probe, &err))
+      return fail(err);
+    tu.comp->options().passes.estimates =
+        tu.sizes; // the cost-model passes see the tuned sizes, as attnc --sizes does
     tu.comp->resetPasses();
     probe = tu.lower(0);
-    const attnc::ScheduleRule* rule = attnc::selectRule(probe, tu.target, "auto");
+    const attnc::ScheduleRule *rule = attnc::selectRule(probe, tu.target, "auto");
     std::vector<attnc::Knob> knobs = rule->knobs(probe, tu.target);
     bool online = false;
-    for (const auto& f : probe.funcs) online |= f.role == attnc::FuncRole::OnlineState;
+    for (const auto &f : probe.funcs)
+      online |= f.role == attnc::FuncRole::OnlineState;
 
     const std::string variant = attnc::tuningVariantKey(input, kernelName);
     const std::string targetKey = attnc::tuningTargetKey(tu.target);
     const std::string bucket = attnc::bucketOf(tu.sizes);
-    attnc::TuningEntry* entry = &db.upsert(variant, targetKey, bucket);
+    attnc::TuningEntry *entry = &db.upsert(variant, targetKey, bucket);
     bool fresh = false; // the first save drops the database's measurements of the entry
     if (restart || entry->machine != machine || entry->rule != rule->name()) {
       if (!entry->tried.empty() && !restart)
@@ -583,21 +688,24 @@ int main(int argc, char** argv) {
     };
     entry->machine = machine, entry->rule = rule->name(), entry->sizes = tu.sizes;
 
-    std::cout << "attn-tune " << variant << " on " << machine << "\n  target " << targetKey << "\n  sizes " << bucket
-              << " (bucket), rule " << rule->name() << ", " << knobs.size() << " knobs" << (online ? " + the online key tile" : "")
-              << ", budget " << budget << " s, database " << dbPath << "\n";
+    std::cout << "attn-tune " << variant << " on " << machine << "\n  target " << targetKey
+              << "\n  sizes " << bucket << " (bucket), rule " << rule->name() << ", "
+              << knobs.size() << " knobs" << (online ? " + the online key tile" : "") << ", budget "
+              << budget << " s, database " << dbPath << "\n";
 
     auto t0 = Clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
     std::vector<std::vector<char>> reference;
     int measured = 0, reused = 0;
     std::set<std::string> earlier; // configurations an earlier run measured
-    for (const auto& [key, ms] : entry->tried) earlier.insert(key);
+    for (const auto &[key, ms] : entry->tried)
+      earlier.insert(key);
     // Measures one configuration (or reuses its saved time); < 0 when it fails.
-    auto measure = [&](const Config& c) -> double {
+    auto measure = [&](const Config &c) -> double {
       auto it = entry->tried.find(c.key());
       if (it != entry->tried.end() && !reference.empty()) {
-        if (earlier.erase(c.key())) ++reused;
+        if (earlier.erase(c.key()))
+          ++reused;
         return it->second;
       }
       double ms = -1;
@@ -616,29 +724,35 @@ int main(int argc, char** argv) {
         } else {
           double d = Tuner::relDiff(out, reference);
           if (!(d <= 1e-3)) {
-            why = "its results differ from the default schedule's (relative " + std::to_string(d) + "): rejected";
+            why = "its results differ from the default schedule's (relative " + std::to_string(d) +
+                  "): rejected";
             ms = -1;
           }
         }
-      } catch (const H::Error& e) {
+      } catch (const H::Error &e) {
         why = attnc::tidy_halide_message(e.what());
-      } catch (const std::exception& e) {
+      } catch (const std::exception &e) {
         why = e.what();
       }
       ++measured;
       entry->tried[c.key()] = ms;
       entry->updated = nowIso();
-      if (!save(false)) throw std::runtime_error(err);
-      std::cout << "  [" << std::fixed << std::setprecision(1) << std::setw(6) << elapsed() << " s] " << c.str() << ": ";
-      if (ms >= 0) std::cout << std::setprecision(3) << ms << " ms\n";
-      else std::cout << "failed: " << why.substr(0, 300) << "\n";
+      if (!save(false))
+        throw std::runtime_error(err);
+      std::cout << "  [" << std::fixed << std::setprecision(1) << std::setw(6) << elapsed()
+                << " s] " << c.str() << ": ";
+      if (ms >= 0)
+        std::cout << std::setprecision(3) << ms << " ms\n";
+      else
+        std::cout << "failed: " << why.substr(0, 300) << "\n";
       std::cout.flush();
       return ms;
     };
 
     Config best;
     double defaultMs = measure(best);
-    if (defaultMs < 0) return fail("the default schedule does not run at these sizes (see above)");
+    if (defaultMs < 0)
+      return fail("the default schedule does not run at these sizes (see above)");
     double bestMs = defaultMs;
     // The search's axes: the online tile first (it changes every tile loop), then each knob.
     struct Axis {
@@ -647,20 +761,28 @@ int main(int argc, char** argv) {
       int dflt;
     };
     std::vector<Axis> axes;
-    if (online) axes.push_back({"", {0, 64, 256}, 0});
-    for (const attnc::Knob& k : knobs) axes.push_back({k.name, k.choices, k.dflt});
+    if (online)
+      axes.push_back({"", {0, 64, 256}, 0});
+    for (const attnc::Knob &k : knobs)
+      axes.push_back({k.name, k.choices, k.dflt});
     bool outOfTime = false;
     for (int round = 0; !outOfTime; ++round) {
       bool improved = false;
-      for (const Axis& ax : axes) {
+      for (const Axis &ax : axes) {
         for (int v : ax.choices) {
           Config c = best;
-          int cur = ax.name.empty() ? c.tile : (c.params.count(ax.name) ? c.params[ax.name] : ax.dflt);
-          if (v == cur) continue;
-          if (ax.name.empty()) c.tile = v;
-          else if (v == ax.dflt) c.params.erase(ax.name);
-          else c.params[ax.name] = v;
-          if (!entry->tried.count(c.key()) && (elapsed() > budget || (maxTrials > 0 && measured - 1 >= maxTrials))) {
+          int cur =
+              ax.name.empty() ? c.tile : (c.params.count(ax.name) ? c.params[ax.name] : ax.dflt);
+          if (v == cur)
+            continue;
+          if (ax.name.empty())
+            c.tile = v;
+          else if (v == ax.dflt)
+            c.params.erase(ax.name);
+          else
+            c.params[ax.name] = v;
+          if (!entry->tried.count(c.key()) &&
+              (elapsed() > budget || (maxTrials > 0 && measured - 1 >= maxTrials))) {
             outOfTime = true;
             break;
           }
@@ -669,14 +791,16 @@ int main(int argc, char** argv) {
             best = c, bestMs = ms, improved = true;
           }
         }
-        if (outOfTime) break;
+        if (outOfTime)
+          break;
       }
-      if (!improved) break;
+      if (!improved)
+        break;
     }
     // The search compares single medians, and a 2-core machine's run-to-run noise is several
     // percent: measure the winner against the default again, alternating, before keeping it.
     if (best.key() != Config{}.key()) {
-      auto build = [&](const Config& c, attnc::LoweredKernel* lk) {
+      auto build = [&](const Config &c, attnc::LoweredKernel *lk) {
         *lk = tu.lower(c.tile);
         attnc::ScheduleParams sp;
         sp.values = c.params;
@@ -695,29 +819,35 @@ int main(int argc, char** argv) {
       std::sort(d.begin(), d.end());
       std::sort(b.begin(), b.end());
       defaultMs = d[kConfirmRounds / 2], bestMs = b[kConfirmRounds / 2];
-      std::cout << "re-measured, alternating: default " << std::fixed << std::setprecision(3) << defaultMs << " ms, "
-                << best.str() << " " << bestMs << " ms\n";
+      std::cout << "re-measured, alternating: default " << std::fixed << std::setprecision(3)
+                << defaultMs << " ms, " << best.str() << " " << bestMs << " ms\n";
       if (!(bestMs < defaultMs * (1 - kConfirmMargin))) {
-        std::cout << "no configuration beats the default by more than " << kConfirmMargin * 100 << "%: keeping the default\n";
+        std::cout << "no configuration beats the default by more than " << kConfirmMargin * 100
+                  << "%: keeping the default\n";
         best = Config{}, bestMs = defaultMs;
       }
     }
     // Every knob's value, defaults included: a later change of a rule's defaults must not
     // change what was tuned.
     entry->params.clear();
-    for (const attnc::Knob& kb : knobs) entry->params[kb.name] = best.params.count(kb.name) ? best.params.at(kb.name) : kb.dflt;
+    for (const attnc::Knob &kb : knobs)
+      entry->params[kb.name] = best.params.count(kb.name) ? best.params.at(kb.name) : kb.dflt;
     entry->onlineTile = best.tile;
     entry->timeMs = bestMs;
     entry->defaultMs = defaultMs;
     entry->updated = nowIso();
-    if (!save(true)) return fail(err);
+    if (!save(true))
+      return fail(err);
     std::cout << "search: " << measured << " measured, " << reused << " reused from the database"
-              << (outOfTime ? ", stopped by the budget or --max-trials (run again to go on)" : ", converged") << "\n";
+              << (outOfTime ? ", stopped by the budget or --max-trials (run again to go on)"
+                            : ", converged")
+              << "\n";
 
     // Halide's autoschedulers on the same pipeline, with the tuned sizes as estimates.
     if (baselines) {
       for (const std::string name : {"Mullapudi2016", "Adams2019"}) {
-        if (entry->baselines.count(name)) continue;
+        if (entry->baselines.count(name))
+          continue;
         double ms = -1;
         std::string why;
         try {
@@ -728,33 +858,43 @@ int main(int argc, char** argv) {
           std::vector<std::vector<char>> out;
           ms = tu.run(lk, p, &out);
           double d = Tuner::relDiff(out, reference);
-          if (!(d <= 1e-3)) why = "results differ from attnc's (relative " + std::to_string(d) + ")", ms = -1;
-        } catch (const H::Error& e) {
+          if (!(d <= 1e-3))
+            why = "results differ from attnc's (relative " + std::to_string(d) + ")", ms = -1;
+        } catch (const H::Error &e) {
           why = attnc::tidy_halide_message(e.what());
-        } catch (const std::exception& e) {
+        } catch (const std::exception &e) {
           why = e.what();
         }
         entry->baselines[name] = ms;
-        if (!save(false)) return fail(err);
-        if (ms < 0) std::cout << "  " << name << ": failed: " << why.substr(0, 300) << "\n";
+        if (!save(false))
+          return fail(err);
+        if (ms < 0)
+          std::cout << "  " << name << ": failed: " << why.substr(0, 300) << "\n";
       }
     }
 
-    std::cout << std::fixed << std::setprecision(3) << "\n  schedule                      median ms   vs tuned\n";
-    auto row = [&](const std::string& what, double ms) {
+    std::cout << std::fixed << std::setprecision(3)
+              << "\n  schedule                      median ms   vs tuned\n";
+    auto row = [&](const std::string &what, double ms) {
       std::cout << "  " << std::left << std::setw(28) << what << std::right;
-      if (ms < 0) std::cout << std::setw(11) << "failed" << "\n";
-      else std::cout << std::setw(11) << ms << std::setw(10) << std::setprecision(2) << ms / bestMs << "x\n" << std::setprecision(3);
+      if (ms < 0)
+        std::cout << std::setw(11) << "failed" << "\n";
+      else
+        std::cout << std::setw(11) << ms << std::setw(10) << std::setprecision(2) << ms / bestMs
+                  << "x\n"
+                  << std::setprecision(3);
     };
     row("tuned (" + rule->name() + ")", bestMs);
     row("default (" + rule->name() + ")", defaultMs);
-    for (const auto& [name, ms] : entry->baselines) row("Halide " + name, ms);
-    std::cout << "  tuned: " << best.str() << "\n  written to " << dbPath << " [" << bucket << "]; attnc uses it for "
-              << variant << " on this target with --sizes in this bucket\n";
+    for (const auto &[name, ms] : entry->baselines)
+      row("Halide " + name, ms);
+    std::cout << "  tuned: " << best.str() << "\n  written to " << dbPath << " [" << bucket
+              << "]; attnc uses it for " << variant
+              << " on this target with --sizes in this bucket\n";
     return 0;
-  } catch (const H::Error& e) {
+  } catch (const H::Error &e) {
     return fail(attnc::tidy_halide_message(e.what()));
-  } catch (const std::exception& e) {
+  } catch (const std::exception &e) {
     return fail(e.what());
   }
 }

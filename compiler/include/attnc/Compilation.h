@@ -1,4 +1,5 @@
-// One kernel's compilation: source -> checked AST -> attn dialect -> passes -> lowered kernel -> schedule -> artefact.
+// One kernel's compilation: source -> checked AST -> attn dialect -> passes -> lowered kernel ->
+// schedule -> artefact.
 //
 // Every tool (attnc, attn-run, attn-tune, attn-bench, the fuzz harness) drives its kernel through
 // this type instead of calling the stages itself. Each stage runs once and is cached; lower()
@@ -26,7 +27,7 @@ namespace attnc {
 // The stages attnc prints or writes (`--emit=`).
 enum class Emit { Ast, Mlir, Halide, Stmt, Llvm, Asm, Ptx, Obj, Lib, Runtime };
 // "ast", "mlir", ..., "runtime"; nullopt for anything else.
-std::optional<Emit> parseEmit(const std::string& s);
+std::optional<Emit> parseEmit(const std::string &s);
 
 struct CompileOptions {
   std::string path;              // the .attn file
@@ -58,7 +59,7 @@ struct AppliedSchedule {
 
 // Applies `r` to `k` (a fresh lowering). Throws std::runtime_error for an unknown or inapplicable
 // rule, bad knobs, or knobs given to an autoscheduler.
-AppliedSchedule scheduleKernel(LoweredKernel& k, const Halide::Target& t, const ScheduleRequest& r);
+AppliedSchedule scheduleKernel(LoweredKernel &k, const Halide::Target &t, const ScheduleRequest &r);
 
 // Compiles a scheduled kernel to one artefact (Stmt, Llvm, Asm, Ptx, Obj or Lib) and returns its
 // files' contents: one, or for Lib the static library, Halide's header and the runtime descriptor
@@ -70,38 +71,39 @@ struct ArtefactInfo {
   std::string targetKey; // Lib: the target as the descriptor records it (the --target spelling)
   std::string source;    // Lib: the .attn file the descriptor cites
 };
-std::vector<std::string> compileArtefact(const LoweredKernel& k, Emit e, const Halide::Target& t, const ArtefactInfo& info);
+std::vector<std::string> compileArtefact(const LoweredKernel &k, Emit e, const Halide::Target &t,
+                                         const ArtefactInfo &info);
 
 // The Halide runtime for `t` alone, as a static library's bytes (`attnc --emit=runtime`).
-std::string compileRuntime(const Halide::Target& t);
+std::string compileRuntime(const Halide::Target &t);
 
 // The tuning database's schedule for this kernel, target and size bucket.
 struct TunedSchedule {
-  const TuningEntry* entry = nullptr; // null: none applies
+  const TuningEntry *entry = nullptr; // null: none applies
   std::string from;                   // "PATH [bucket]", for messages
 };
 
 class Compilation {
 public:
-  explicit Compilation(CompileOptions opts, std::ostream& diag);
+  explicit Compilation(CompileOptions opts, std::ostream &diag);
   ~Compilation();
-  Compilation(const Compilation&) = delete;
-  Compilation& operator=(const Compilation&) = delete;
+  Compilation(const Compilation &) = delete;
+  Compilation &operator=(const Compilation &) = delete;
 
   // The options; a stage reads them when it first runs, so they may change until then.
-  CompileOptions& options() { return opts_; }
-  std::ostream& diag() { return diag_; }
+  CompileOptions &options() { return opts_; }
+  std::ostream &diag() { return diag_; }
 
   // Reads, parses and checks the file and its imports; false after printing diagnostics.
   bool parse();
-  const FrontEnd& frontEnd() const { return fe_; }
+  const FrontEnd &frontEnd() const { return fe_; }
   // After parse(): whether --kernel (if given) names a kernel of the file; prints an error if not.
   bool checkKernelName();
   // After parse(): --kernel, or the only kernel's name; empty when the file has several.
   std::string kernelName() const;
 
   // options().target parsed (cached); false after printing the error.
-  bool target(Halide::Target* t);
+  bool target(Halide::Target *t);
 
   // MLIRGen's module (the dialect passes not run); null after printing diagnostics.
   mlir::ModuleOp generated();
@@ -123,14 +125,14 @@ public:
   // attnc-tuning.json beside the file, when present; "none": no database). A named database
   // that cannot be read is an error (false); several size buckets without --sizes is a note and
   // no entry.
-  bool findTuning(const std::string& dbOption, TunedSchedule* out);
+  bool findTuning(const std::string &dbOption, TunedSchedule *out);
   // Whether a tuned entry still fits: its rule is still the one `schedule` picks and its knobs
   // apply. Prints a warning naming why not.
-  bool tuningFits(const TunedSchedule& tuned, const std::string& schedule);
+  bool tuningFits(const TunedSchedule &tuned, const std::string &schedule);
 
 private:
   CompileOptions opts_;
-  std::ostream& diag_;
+  std::ostream &diag_;
   FrontEnd fe_;
   bool parsed_ = false;
   std::optional<Halide::Target> target_;

@@ -12,14 +12,15 @@ namespace attnc {
 
 // What a lowered Func computes; schedule rules match on these roles, never on Halide internals.
 enum class FuncRole {
-  Define,        // a pointwise definition
-  Reduction,     // a sum/max/min (the definition itself when its whole body is one reduction)
-  SoftmaxScore,  // the scores of a softmax, over all indices
-  SoftmaxMax,    // running max over the softmax axes
-  SoftmaxExp,    // exp(score - max), zero where masked
-  SoftmaxSum,    // sum of SoftmaxExp over the axes
-  Softmax,       // the normalised probabilities (the DSL name)
-  Check,         // `require__<n>`: a requirement on input values, 0 or a run-time error (compute it once, at root)
+  Define,       // a pointwise definition
+  Reduction,    // a sum/max/min (the definition itself when its whole body is one reduction)
+  SoftmaxScore, // the scores of a softmax, over all indices
+  SoftmaxMax,   // running max over the softmax axes
+  SoftmaxExp,   // exp(score - max), zero where masked
+  SoftmaxSum,   // sum of SoftmaxExp over the axes
+  Softmax,      // the normalised probabilities (the DSL name)
+  Check, // `require__<n>`: a requirement on input values, 0 or a run-time error (compute it once,
+         // at root)
   // attn.online_softmax's parts, over key tiles t of T slots r (key t*T + r; the last tile is
   // shifted back to end at the last key, see HalideGen's lowerOnline). Under exact mask bounds
   // the tile parts come twice: `<o>__<part>_full` for fully visible tiles, without the mask:
@@ -31,7 +32,7 @@ enum class FuncRole {
   OnlineState,     // `<o>__state`(indices): (running max, sum, accumulator), one update per tile
   Online,          // `<o>`: accumulator / sum (0 for a row with no unmasked key)
 };
-const char* funcRoleName(FuncRole r);
+const char *funcRoleName(FuncRole r);
 
 // Query rows per group over which an online softmax's mask bounds skip key tiles; the cpu-online
 // schedule's query tile is the same, so a tile's rows are all computed or all skipped.
@@ -42,11 +43,11 @@ struct LoweredFunc {
   std::string definition; // the DSL definition it belongs to
   FuncRole role;
   Halide::Func func;
-  std::vector<std::string> varNames; // DSL order, outermost first (Halide's order is reversed)
-  std::vector<Halide::Var> vars;     // same order as varNames
+  std::vector<std::string> varNames;  // DSL order, outermost first (Halide's order is reversed)
+  std::vector<Halide::Var> vars;      // same order as varNames
   std::vector<std::string> rvarNames; // reduction indices (Reduction, SoftmaxMax, SoftmaxSum)
   std::vector<Halide::RVar> rvars;
-  std::string reduceKind;      // "sum" / "max" / "min" for reductions
+  std::string reduceKind;       // "sum" / "max" / "min" for reductions
   std::vector<int> softmaxAxes; // Softmax parts: positions of the axes in the definition's indices
   // Its reduction runs over part of its domain only: a mask bound (attn.bounds) became an RDom
   // predicate, from which Halide derives loop bounds that depend on the outer indices.
@@ -68,8 +69,9 @@ struct LoweredFunc {
   // chain of fully visible tiles (`<o>__tmax_full`, ...: no mask test, every slot a key).
   int onlineStage = 0;
   bool onlineFull = false;
-  // Read by a reduction domain's predicate (an online softmax's `<o>__tkeys`, `<o>__tranges`): Halide has no
-  // loop level inside a predicate to compute it at, so every schedule computes it at root.
+  // Read by a reduction domain's predicate (an online softmax's `<o>__tkeys`, `<o>__tranges`):
+  // Halide has no loop level inside a predicate to compute it at, so every schedule computes it at
+  // root.
   bool predicateInput = false;
   bool isOutput = false;
   // Names of the kernel inputs and Funcs it reads, so rules can find producers and consumers.
@@ -112,8 +114,8 @@ struct LoweredKernel {
   // sizes shared memory for its --sizes estimates, so its schedules are left to the launch.
   bool checkGpuLaunches = true;
 
-  LoweredFunc* find(const std::string& name);
-  const LoweredFunc* find(const std::string& name) const;
+  LoweredFunc *find(const std::string &name);
+  const LoweredFunc *find(const std::string &name) const;
   std::vector<Halide::Func> outputs() const;
   std::vector<Halide::Argument> arguments() const;
   // The kernel's pipeline, with IEEE float semantics applied to every Func (after scheduling,
@@ -124,21 +126,21 @@ struct LoweredKernel {
 // Gives every float operation of the kernel's Funcs IEEE semantics for inf and NaN (Halide's
 // default assumes neither), except the multiply-adds of sums of products, which stay free to
 // become fused multiply-adds (FloatSemantics.cpp). Idempotent.
-void applyFloatSemantics(const LoweredKernel& k);
+void applyFloatSemantics(const LoweredKernel &k);
 
 // Makes `p` check the kernel's size requirements before Halide's checks of the inputs' regions,
 // so that a call breaking one is told the requirement, not a read outside an input
 // (RequirementsFirst.cpp).
-void checkRequirementsFirst(Halide::Pipeline& p);
+void checkRequirementsFirst(Halide::Pipeline &p);
 
 // Makes compiling `p` for a GPU fail when a block's thread count has no constant bound within
 // CUDA's limits, instead of the launch failing on the device (GpuLaunchLimits.cpp).
-void checkGpuLaunchLimits(Halide::Pipeline& p);
+void checkGpuLaunchLimits(Halide::Pipeline &p);
 
 // Lowers one kernel. Throws std::runtime_error for IR that has no Halide lowering.
 LoweredKernel lowerToHalide(attn::KernelOp kernel);
 
 // A readable dump of the algorithm: every Func's pure and update definitions (`--emit=halide`).
-std::string printAlgorithm(const LoweredKernel& k);
+std::string printAlgorithm(const LoweredKernel &k);
 
 } // namespace attnc

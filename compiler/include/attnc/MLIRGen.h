@@ -10,9 +10,10 @@
 namespace attnc {
 
 // Registers every dialect attnc's IR uses (attn, arith, math) in `ctx`.
-void registerAttncDialects(mlir::MLIRContext& ctx);
+void registerAttncDialects(mlir::MLIRContext &ctx);
 
 // `m` must have passed Sema. Returns null (after emitting MLIR diagnostics) if verification fails.
-mlir::OwningOpRef<mlir::ModuleOp> mlirGen(mlir::MLIRContext& ctx, const dsl::Module& m, llvm::StringRef filename);
+mlir::OwningOpRef<mlir::ModuleOp> mlirGen(mlir::MLIRContext &ctx, const dsl::Module &m,
+                                          llvm::StringRef filename);
 
 } // namespace attnc

@@ -12,14 +12,14 @@ namespace attnc {
 // One tuned (variant, target, bucket). `tried` keeps every configuration measured (its key is
 // configKey()), so an interrupted attn-tune run resumes where it stopped.
 struct TuningEntry {
-  std::string variant; // "<file name>:<kernel>", e.g. "sdpa.attn:sdpa"
-  std::string target;  // Halide's target string, features included
-  std::string bucket;  // bucketOf(sizes)
-  std::map<std::string, int64_t> sizes; // the sizes it was measured at
-  std::string rule;                     // the schedule rule the params belong to
-  std::map<std::string, int> params;    // knob values (unset knobs take the rule's defaults)
-  int onlineTile = 0;                   // key tile of the online softmax (0: the pass's default)
-  double timeMs = 0, defaultMs = 0;     // best and default schedule, median ms
+  std::string variant;                     // "<file name>:<kernel>", e.g. "sdpa.attn:sdpa"
+  std::string target;                      // Halide's target string, features included
+  std::string bucket;                      // bucketOf(sizes)
+  std::map<std::string, int64_t> sizes;    // the sizes it was measured at
+  std::string rule;                        // the schedule rule the params belong to
+  std::map<std::string, int> params;       // knob values (unset knobs take the rule's defaults)
+  int onlineTile = 0;                      // key tile of the online softmax (0: the pass's default)
+  double timeMs = 0, defaultMs = 0;        // best and default schedule, median ms
   std::map<std::string, double> baselines; // Halide autoschedulers by name (ms; < 0: failed)
   std::map<std::string, double> tried;     // configKey -> median ms (< 0: failed to compile)
   // GPU targets without a GPU: configKey -> what ptxas reported ("regs=R spills=S smem=B" or
@@ -42,37 +42,41 @@ struct TuningDb {
 
   // Reads `path`; a missing file is an empty database. False with a message naming the file for
   // unreadable or malformed content (never a crash).
-  static bool load(const std::string& path, TuningDb* out, std::string* err);
+  static bool load(const std::string &path, TuningDb *out, std::string *err);
   // Writes atomically (a unique temporary beside it, then a rename; attnc/output.h), replacing
   // what is there: a database that other processes may write is changed with update().
-  bool save(const std::string& path, std::string* err) const;
+  bool save(const std::string &path, std::string *err) const;
   // Changes the database at `path` under an exclusive lock (flock on `path`.lock, a file kept
   // beside it): re-reads it, applies `change` to what is on disk, writes it atomically. Two
   // processes updating one database both keep their changes.
-  static bool update(const std::string& path, const std::function<void(TuningDb&)>& change, std::string* err);
+  static bool update(const std::string &path, const std::function<void(TuningDb &)> &change,
+                     std::string *err);
   // Merges one run's entry into the entry of the same key (added when missing). The measurements
   // of both are kept, this run's where both measured a configuration, unless the database's
   // were taken on another machine or for another rule.
-  void merge(const TuningEntry& mine, const MergeOptions& opts);
+  void merge(const TuningEntry &mine, const MergeOptions &opts);
 
-  TuningEntry* find(const std::string& variant, const std::string& target, const std::string& bucket);
-  const TuningEntry* find(const std::string& variant, const std::string& target, const std::string& bucket) const;
+  TuningEntry *find(const std::string &variant, const std::string &target,
+                    const std::string &bucket);
+  const TuningEntry *find(const std::string &variant, const std::string &target,
+                          const std::string &bucket) const;
   // Every entry for a variant on a target, whatever its bucket.
-  std::vector<const TuningEntry*> all(const std::string& variant, const std::string& target) const;
-  TuningEntry& upsert(const std::string& variant, const std::string& target, const std::string& bucket);
+  std::vector<const TuningEntry *> all(const std::string &variant, const std::string &target) const;
+  TuningEntry &upsert(const std::string &variant, const std::string &target,
+                      const std::string &bucket);
 };
 
 // Sizes rounded up to powers of two, "NAME=VALUE" sorted by name and joined by commas: shapes
 // within a factor of two of each other share their tuned schedule.
-std::string bucketOf(const std::map<std::string, int64_t>& sizes);
+std::string bucketOf(const std::map<std::string, int64_t> &sizes);
 
 // "tile=T;knob=v,knob=v": one configuration of the search (T = 0 for the pass's default).
-std::string configKey(int onlineTile, const std::map<std::string, int>& params);
+std::string configKey(int onlineTile, const std::map<std::string, int> &params);
 
 // An entry's variant key: "<file name of source>:<kernel>".
-std::string tuningVariantKey(const std::string& source, const std::string& kernel);
+std::string tuningVariantKey(const std::string &source, const std::string &kernel);
 
 // The database attnc uses for `source` when none is named: attnc-tuning.json beside it.
-std::string defaultTuningDbPath(const std::string& source);
+std::string defaultTuningDbPath(const std::string &source);
 
 } // namespace attnc

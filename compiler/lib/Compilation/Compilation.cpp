@@ -11,7 +11,7 @@ namespace attnc {
 
 namespace {
 
-std::string slurp(const std::filesystem::path& path) {
+std::string slurp(const std::filesystem::path &path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream s;
   s << in.rdbuf();
@@ -19,36 +19,46 @@ std::string slurp(const std::filesystem::path& path) {
 }
 
 // Without opening it: opening a FIFO for reading waits for a writer.
-bool pathExists(const std::string& path) {
+bool pathExists(const std::string &path) {
   std::error_code ec;
   return std::filesystem::exists(std::filesystem::status(path, ec));
 }
 
 // A fresh temporary directory, removed with everything in it when the object goes. TempDir
-// (runtime/output.h) registers it with the signal handlers, so an interrupted compile removes it too.
+// (runtime/output.h) registers it with the signal handlers, so an interrupted compile removes it
+// too.
 struct ScratchDir {
   TempDir dir;
   ScratchDir() {
-    if (Status st = dir.create("attnc"); !st.ok()) throw std::runtime_error(st.message());
+    if (Status st = dir.create("attnc"); !st.ok())
+      throw std::runtime_error(st.message());
   }
-  std::filesystem::path operator/(const std::string& name) const { return std::filesystem::path(dir.path()) / name; }
+  std::filesystem::path operator/(const std::string &name) const {
+    return std::filesystem::path(dir.path()) / name;
+  }
 };
 
 } // namespace
 
-std::optional<Emit> parseEmit(const std::string& s) {
-  static const std::pair<const char*, Emit> kEmits[] = {
-      {"ast", Emit::Ast}, {"mlir", Emit::Mlir}, {"halide", Emit::Halide}, {"stmt", Emit::Stmt}, {"llvm", Emit::Llvm},
-      {"asm", Emit::Asm}, {"ptx", Emit::Ptx},   {"obj", Emit::Obj},       {"lib", Emit::Lib},   {"runtime", Emit::Runtime}};
-  for (const auto& [name, e] : kEmits)
-    if (s == name) return e;
+std::optional<Emit> parseEmit(const std::string &s) {
+  static const std::pair<const char *, Emit> kEmits[] = {
+      {"ast", Emit::Ast},        {"mlir", Emit::Mlir}, {"halide", Emit::Halide},
+      {"stmt", Emit::Stmt},      {"llvm", Emit::Llvm}, {"asm", Emit::Asm},
+      {"ptx", Emit::Ptx},        {"obj", Emit::Obj},   {"lib", Emit::Lib},
+      {"runtime", Emit::Runtime}};
+  for (const auto &[name, e] : kEmits)
+    if (s == name)
+      return e;
   return std::nullopt;
 }
 
-AppliedSchedule scheduleKernel(LoweredKernel& k, const Halide::Target& t, const ScheduleRequest& r) {
+AppliedSchedule scheduleKernel(LoweredKernel &k, const Halide::Target &t,
+                               const ScheduleRequest &r) {
   AppliedSchedule out;
   if (isAutoscheduler(r.schedule)) {
-    if (!r.params.empty()) throw std::runtime_error("--schedule-params are a rule's knobs; " + r.schedule + " takes none");
+    if (!r.params.empty())
+      throw std::runtime_error("--schedule-params are a rule's knobs; " + r.schedule +
+                               " takes none");
     out.described = r.schedule;
     applyAutoscheduler(k, t, r.schedule, r.estimates);
     out.applied = r.schedule + " (Halide's autoscheduler)";
@@ -59,7 +69,8 @@ AppliedSchedule scheduleKernel(LoweredKernel& k, const Halide::Target& t, const 
   return out;
 }
 
-std::vector<std::string> compileArtefact(const LoweredKernel& k, Emit e, const Halide::Target& t, const ArtefactInfo& info) {
+std::vector<std::string> compileArtefact(const LoweredKernel &k, Emit e, const Halide::Target &t,
+                                         const ArtefactInfo &info) {
   Halide::Pipeline p = k.pipeline();
   std::vector<Halide::Argument> args = k.arguments();
   ScratchDir tmp;
@@ -68,64 +79,82 @@ std::vector<std::string> compileArtefact(const LoweredKernel& k, Emit e, const H
     p.compile_to_lowered_stmt((tmp / "out").string(), args, Halide::StmtOutputFormat::Text, t);
     return {"# schedule: " + info.schedule.applied + "\n" + slurp(tmp / "out")};
   }
-  case Emit::Llvm: p.compile_to_llvm_assembly((tmp / "out").string(), args, k.name, t); return {slurp(tmp / "out")};
-  case Emit::Asm: p.compile_to_assembly((tmp / "out").string(), args, k.name, t); return {slurp(tmp / "out")};
+  case Emit::Llvm:
+    p.compile_to_llvm_assembly((tmp / "out").string(), args, k.name, t);
+    return {slurp(tmp / "out")};
+  case Emit::Asm:
+    p.compile_to_assembly((tmp / "out").string(), args, k.name, t);
+    return {slurp(tmp / "out")};
   case Emit::Ptx: {
     // The device code Halide embeds in the host object: one PTX module per kernel, every GPU
     // loop nest an entry. Without a CUDA target there is none, which is an error, not empty output.
     if (!t.has_feature(Halide::Target::CUDA))
-      throw std::runtime_error("--emit=ptx needs a CUDA target, e.g. --target=x86-64-linux-cuda-cuda_capability_80");
-    p.compile_to({{Halide::OutputFileType::device_code, (tmp / "out.ptx").string()}}, args, k.name, t);
+      throw std::runtime_error(
+          "--emit=ptx needs a CUDA target, e.g. --target=x86-64-linux-cuda-cuda_capability_80");
+    p.compile_to({{Halide::OutputFileType::device_code, (tmp / "out.ptx").string()}}, args, k.name,
+                 t);
     std::string text = slurp(tmp / "out.ptx");
     if (text.find(".entry") == std::string::npos)
-      throw std::runtime_error("kernel '" + k.name + "' has no GPU code for " + t.to_string() + " (schedule: " +
-                               info.schedule.applied + ")");
+      throw std::runtime_error("kernel '" + k.name + "' has no GPU code for " + t.to_string() +
+                               " (schedule: " + info.schedule.applied + ")");
     return {text};
   }
-  case Emit::Obj: p.compile_to_object((tmp / "out.o").string(), args, k.name, t); return {slurp(tmp / "out.o")};
+  case Emit::Obj:
+    p.compile_to_object((tmp / "out.o").string(), args, k.name, t);
+    return {slurp(tmp / "out.o")};
   case Emit::Lib: {
     // <prefix>.a (kernel + Halide runtime), <prefix>.h (Halide's C API), <prefix>.attnc.h.
     p.compile_to_static_library((tmp / info.libBase).string(), args, k.name, t);
-    std::string desc = runtimeDescriptorHeader(k, info.libBase + ".h", info.targetKey, t, info.source, info.schedule.described);
+    std::string desc = runtimeDescriptorHeader(k, info.libBase + ".h", info.targetKey, t,
+                                               info.source, info.schedule.described);
     return {slurp(tmp / (info.libBase + ".a")), slurp(tmp / (info.libBase + ".h")), desc};
   }
-  default: throw std::logic_error("compileArtefact: not a compiled artefact");
+  default:
+    throw std::logic_error("compileArtefact: not a compiled artefact");
   }
 }
 
-std::string compileRuntime(const Halide::Target& t) {
+std::string compileRuntime(const Halide::Target &t) {
   ScratchDir tmp;
-  Halide::compile_standalone_runtime({{Halide::OutputFileType::static_library, (tmp / "runtime.a").string()}}, t);
+  Halide::compile_standalone_runtime(
+      {{Halide::OutputFileType::static_library, (tmp / "runtime.a").string()}}, t);
   return slurp(tmp / "runtime.a");
 }
 
-Compilation::Compilation(CompileOptions opts, std::ostream& diag)
+Compilation::Compilation(CompileOptions opts, std::ostream &diag)
     : opts_(std::move(opts)), diag_(diag),
-      ctx_(opts_.mlirThreading ? mlir::MLIRContext::Threading::ENABLED : mlir::MLIRContext::Threading::DISABLED) {}
+      ctx_(opts_.mlirThreading ? mlir::MLIRContext::Threading::ENABLED
+                               : mlir::MLIRContext::Threading::DISABLED) {}
 Compilation::~Compilation() = default;
 
 bool Compilation::parse() {
-  if (parsed_) return true;
-  if (!runFrontEnd(opts_.path, opts_.frontEnd, diag_, &fe_)) return false;
+  if (parsed_)
+    return true;
+  if (!runFrontEnd(opts_.path, opts_.frontEnd, diag_, &fe_))
+    return false;
   parsed_ = true;
   return true;
 }
 
 bool Compilation::checkKernelName() {
-  if (opts_.kernel.empty()) return true;
-  for (const auto& k : fe_.module->kernels)
-    if (k->name == opts_.kernel) return true;
+  if (opts_.kernel.empty())
+    return true;
+  for (const auto &k : fe_.module->kernels)
+    if (k->name == opts_.kernel)
+      return true;
   diag_ << "error: no kernel named '" << opts_.kernel << "'\n";
   return false;
 }
 
 std::string Compilation::kernelName() const {
-  if (!opts_.kernel.empty()) return opts_.kernel;
-  if (fe_.module && fe_.module->kernels.size() == 1) return fe_.module->kernels[0]->name;
+  if (!opts_.kernel.empty())
+    return opts_.kernel;
+  if (fe_.module && fe_.module->kernels.size() == 1)
+    return fe_.module->kernels[0]->name;
   return "";
 }
 
-bool Compilation::target(Halide::Target* t) {
+bool Compilation::target(Halide::Target *t) {
   if (!target_) {
     Halide::Target parsed;
     std::string err;
@@ -141,7 +170,8 @@ bool Compilation::target(Halide::Target* t) {
 
 mlir::ModuleOp Compilation::generated() {
   if (!generated_) {
-    if (!parse()) return nullptr;
+    if (!parse())
+      return nullptr;
     generated_ = generateMLIR(ctx_, fe_, diag_);
   }
   return generated_ ? *generated_ : nullptr;
@@ -149,13 +179,16 @@ mlir::ModuleOp Compilation::generated() {
 
 mlir::ModuleOp Compilation::optimized(int64_t onlineTile) {
   auto it = optimized_.find(onlineTile);
-  if (it != optimized_.end()) return *it->second;
+  if (it != optimized_.end())
+    return *it->second;
   mlir::ModuleOp gen = generated();
-  if (!gen) return nullptr;
+  if (!gen)
+    return nullptr;
   mlir::OwningOpRef<mlir::ModuleOp> m(gen.clone());
   if (opts_.runPasses) {
     PipelineOptions po = opts_.passes;
-    if (onlineTile >= 0) po.onlineTile = onlineTile;
+    if (onlineTile >= 0)
+      po.onlineTile = onlineTile;
     if (opts_.onlineSoftmax) {
       po.onlineSoftmax = *opts_.onlineSoftmax;
     } else {
@@ -165,30 +198,37 @@ mlir::ModuleOp Compilation::optimized(int64_t onlineTile) {
       std::string ignored;
       po.onlineSoftmax = !(parseTarget(opts_.target, &t, &ignored) && t.has_gpu_feature());
     }
-    if (!runPasses(*m, po, diag_)) return nullptr;
+    if (!runPasses(*m, po, diag_))
+      return nullptr;
   }
   mlir::ModuleOp out = *m;
   optimized_.emplace(onlineTile, std::move(m));
   return out;
 }
 
-attn::KernelOp Compilation::kernel(mlir::ModuleOp m) { return selectKernel(m, opts_.kernel, diag_); }
+attn::KernelOp Compilation::kernel(mlir::ModuleOp m) {
+  return selectKernel(m, opts_.kernel, diag_);
+}
 
 LoweredKernel Compilation::lower(int64_t onlineTile) {
   mlir::ModuleOp m = optimized(onlineTile);
-  if (!m) throw CompileFailed();
+  if (!m)
+    throw CompileFailed();
   attn::KernelOp k = kernel(m);
-  if (!k) throw CompileFailed();
+  if (!k)
+    throw CompileFailed();
   return lowerToHalide(k);
 }
 
-bool Compilation::findTuning(const std::string& dbOption, TunedSchedule* out) {
+bool Compilation::findTuning(const std::string &dbOption, TunedSchedule *out) {
   *out = {};
-  if (dbOption == "none") return true;
+  if (dbOption == "none")
+    return true;
   const bool named = !dbOption.empty();
   const std::string path = named ? dbOption : defaultTuningDbPath(opts_.path);
   // exists(), not opening it: a FIFO would block here (TuningDb::load refuses it).
-  if (!named && !pathExists(path)) return true;
+  if (!named && !pathExists(path))
+    return true;
   if (named && !pathExists(path)) {
     diag_ << "error: cannot read the tuning database '" << path << "'\n";
     return false;
@@ -201,24 +241,29 @@ bool Compilation::findTuning(const std::string& dbOption, TunedSchedule* out) {
   const std::string kname = kernelName();
   Halide::Target t;
   std::string ignored;
-  if (kname.empty() || !parseTarget(opts_.target, &t, &ignored)) return true;
+  if (kname.empty() || !parseTarget(opts_.target, &t, &ignored))
+    return true;
   const std::string variant = tuningVariantKey(opts_.path, kname), target = tuningTargetKey(t);
   if (!opts_.passes.estimates.empty()) {
     out->entry = db_.find(variant, target, bucketOf(opts_.passes.estimates));
   } else {
-    std::vector<const TuningEntry*> all = db_.all(variant, target);
-    if (all.size() == 1) out->entry = all[0];
+    std::vector<const TuningEntry *> all = db_.all(variant, target);
+    if (all.size() == 1)
+      out->entry = all[0];
     else if (all.size() > 1)
       diag_ << "attnc: note: " << path << " tunes " << variant << " for " << all.size()
-            << " size buckets on this target; pass --sizes to pick one (using the default schedule)\n";
+            << " size buckets on this target; pass --sizes to pick one (using the default "
+               "schedule)\n";
   }
-  if (out->entry) out->from = path + " [" + out->entry->bucket + "]";
+  if (out->entry)
+    out->from = path + " [" + out->entry->bucket + "]";
   return true;
 }
 
-bool Compilation::tuningFits(const TunedSchedule& tuned, const std::string& schedule) {
+bool Compilation::tuningFits(const TunedSchedule &tuned, const std::string &schedule) {
   Halide::Target t;
-  if (!tuned.entry || !target(&t)) return false;
+  if (!tuned.entry || !target(&t))
+    return false;
   // An entry from another attnc (or rule) may not fit any more: say so, keep the default.
   LoweredKernel probe = lower();
   if (tuned.entry->rule != selectRule(probe, t, schedule)->name()) {
@@ -230,8 +275,9 @@ bool Compilation::tuningFits(const TunedSchedule& tuned, const std::string& sche
     ScheduleParams sp;
     sp.values = tuned.entry->params;
     applySchedule(probe, t, schedule, sp);
-  } catch (const std::runtime_error& e) {
-    diag_ << "attnc: warning: " << tuned.from << ": " << e.what() << "; using the default schedule (rerun attn-tune)\n";
+  } catch (const std::runtime_error &e) {
+    diag_ << "attnc: warning: " << tuned.from << ": " << e.what()
+          << "; using the default schedule (rerun attn-tune)\n";
     return false;
   }
   return true;

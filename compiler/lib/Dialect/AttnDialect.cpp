@@ -32,13 +32,15 @@ static bool positiveDivisors(AffineExpr e) {
   return ok;
 }
 
-LogicalResult AttnDialect::verifyOperationAttribute(Operation* op, NamedAttribute attr) {
-  if (attr.getName() != kBoundsAttr) return success();
-  auto fail = [&](const Twine& why) { return op->emitOpError("'") << kBoundsAttr << "' " << why; };
+LogicalResult AttnDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  if (attr.getName() != kBoundsAttr)
+    return success();
+  auto fail = [&](const Twine &why) { return op->emitOpError("'") << kBoundsAttr << "' " << why; };
   auto entries = dyn_cast<ArrayAttr>(attr.getValue());
-  if (!entries) return fail("must be an array of dictionaries");
+  if (!entries)
+    return fail("must be an array of dictionaries");
   // Dimensions of the maps: the softmax's indices, or the indices of a reduction's definition.
-  Operation* dimsOwner = op;
+  Operation *dimsOwner = op;
   size_t numIndices = 0;
   ArrayRef<int64_t> axes;
   int64_t keyAxis[1];
@@ -53,8 +55,10 @@ LogicalResult AttnDialect::verifyOperationAttribute(Operation* op, NamedAttribut
   } else if (auto red = dyn_cast<ReduceOp>(op)) {
     numIndices = red.getExtents().size();
     dimsOwner = op->getParentOp();
-    while (dimsOwner && !isa<DefineOp, SoftmaxOp>(dimsOwner)) dimsOwner = dimsOwner->getParentOp();
-    if (!dimsOwner) return fail("needs a reduction inside a definition");
+    while (dimsOwner && !isa<DefineOp, SoftmaxOp>(dimsOwner))
+      dimsOwner = dimsOwner->getParentOp();
+    if (!dimsOwner)
+      return fail("needs a reduction inside a definition");
   } else {
     return fail("applies to attn.softmax, attn.online_softmax and attn.reduce only");
   }
@@ -62,42 +66,56 @@ LogicalResult AttnDialect::verifyOperationAttribute(Operation* op, NamedAttribut
   auto kernel = op->getParentOfType<KernelOp>();
   for (Attribute a : entries) {
     auto d = dyn_cast<DictionaryAttr>(a);
-    if (!d) return fail("must be an array of dictionaries");
+    if (!d)
+      return fail("must be an array of dictionaries");
     auto index = d.getAs<IntegerAttr>("index");
     auto sizes = d.getAs<ArrayAttr>("sizes");
-    if (!index || !sizes) return fail("entries need 'index' and 'sizes'");
+    if (!index || !sizes)
+      return fail("entries need 'index' and 'sizes'");
     int64_t i = index.getInt();
-    if (i < 0 || i >= (int64_t)numIndices) return fail("index ") << i << " is out of range";
-    if (isa<SoftmaxOp, OnlineSoftmaxOp>(op) && !llvm::is_contained(axes, i)) return fail("index ") << i << " is not a softmax axis";
+    if (i < 0 || i >= (int64_t)numIndices)
+      return fail("index ") << i << " is out of range";
+    if (isa<SoftmaxOp, OnlineSoftmaxOp>(op) && !llvm::is_contained(axes, i))
+      return fail("index ") << i << " is not a softmax axis";
     for (Attribute s : sizes) {
       auto name = dyn_cast<StringAttr>(s);
-      if (!name) return fail("'sizes' must hold size names");
+      if (!name)
+        return fail("'sizes' must hold size names");
       bool known = false;
       if (kernel)
         kernel.walk([&](DimOp dim) { known |= dim.getSize() == name.getValue(); });
-      if (!known) return fail("names '") << name.getValue() << "', which is not a size of the kernel";
+      if (!known)
+        return fail("names '") << name.getValue() << "', which is not a size of the kernel";
     }
     if (Attribute e = d.get("exact")) {
-      if (!isa<UnitAttr>(e)) return fail("'exact' must be a unit attribute");
-      if (!isa<SoftmaxOp, OnlineSoftmaxOp>(op)) return fail("'exact' applies to softmax bounds only");
+      if (!isa<UnitAttr>(e))
+        return fail("'exact' must be a unit attribute");
+      if (!isa<SoftmaxOp, OnlineSoftmaxOp>(op))
+        return fail("'exact' applies to softmax bounds only");
     }
     bool any = false;
     for (StringRef side : {"lower", "upper"}) {
       Attribute m = d.get(side);
-      if (!m) continue;
+      if (!m)
+        continue;
       auto map = dyn_cast<AffineMapAttr>(m);
-      if (!map) return fail("'") << side << "' must be an affine map";
+      if (!map)
+        return fail("'") << side << "' must be an affine map";
       AffineMap mv = map.getValue();
-      if (mv.getNumDims() != numDims || mv.getNumSymbols() != sizes.size() || mv.getNumResults() == 0)
+      if (mv.getNumDims() != numDims || mv.getNumSymbols() != sizes.size() ||
+          mv.getNumResults() == 0)
         return fail("'") << side << "' must map the " << numDims << " indices and " << sizes.size()
                          << " sizes to at least one bound";
       for (AffineExpr e : mv.getResults())
-        if (!positiveDivisors(e)) return fail("'") << side << "' may divide only by positive constants";
+        if (!positiveDivisors(e))
+          return fail("'") << side << "' may divide only by positive constants";
       for (int64_t ax : axes)
-        if (mv.isFunctionOfDim(ax)) return fail("'") << side << "' may not depend on a softmax axis";
+        if (mv.isFunctionOfDim(ax))
+          return fail("'") << side << "' may not depend on a softmax axis";
       any = true;
     }
-    if (!any) return fail("entries need 'lower' or 'upper'");
+    if (!any)
+      return fail("entries need 'lower' or 'upper'");
   }
   return success();
 }

@@ -12,78 +12,93 @@ using namespace attnc::attn;
 // KernelOp
 //===----------------------------------------------------------------------===//
 
-void KernelOp::build(OpBuilder& builder, OperationState& state, StringRef name, FunctionType type) {
+void KernelOp::build(OpBuilder &builder, OperationState &state, StringRef name, FunctionType type) {
   state.addAttribute(SymbolTable::getSymbolAttrName(), builder.getStringAttr(name));
   state.addAttribute(getFunctionTypeAttrName(state.name), TypeAttr::get(type));
   state.addRegion();
 }
 
-ParseResult KernelOp::parse(OpAsmParser& parser, OperationState& result) {
-  auto buildFuncType = [](Builder& builder, ArrayRef<Type> argTypes, ArrayRef<Type> results,
-                          function_interface_impl::VariadicFlag, std::string&) {
-    return builder.getFunctionType(argTypes, results);
-  };
-  return function_interface_impl::parseFunctionOp(parser, result, /*allowVariadic=*/false,
-                                                  getFunctionTypeAttrName(result.name), buildFuncType,
-                                                  getArgAttrsAttrName(result.name), getResAttrsAttrName(result.name));
+ParseResult KernelOp::parse(OpAsmParser &parser, OperationState &result) {
+  auto buildFuncType = [](Builder &builder, ArrayRef<Type> argTypes, ArrayRef<Type> results,
+                          function_interface_impl::VariadicFlag,
+                          std::string &) { return builder.getFunctionType(argTypes, results); };
+  return function_interface_impl::parseFunctionOp(
+      parser, result, /*allowVariadic=*/false, getFunctionTypeAttrName(result.name), buildFuncType,
+      getArgAttrsAttrName(result.name), getResAttrsAttrName(result.name));
 }
 
-void KernelOp::print(OpAsmPrinter& p) {
-  function_interface_impl::printFunctionOp(p, *this, /*isVariadic=*/false, getFunctionTypeAttrName(),
-                                           getArgAttrsAttrName(), getResAttrsAttrName());
+void KernelOp::print(OpAsmPrinter &p) {
+  function_interface_impl::printFunctionOp(p, *this, /*isVariadic=*/false,
+                                           getFunctionTypeAttrName(), getArgAttrsAttrName(),
+                                           getResAttrsAttrName());
 }
 
 static StringRef nameAttrOf(DictionaryAttr dict) {
-  if (!dict) return {};
-  if (auto s = dict.getAs<StringAttr>("attn.name")) return s.getValue();
+  if (!dict)
+    return {};
+  if (auto s = dict.getAs<StringAttr>("attn.name"))
+    return s.getValue();
   return {};
 }
 
 static SmallVector<StringRef> dimsAttrOf(DictionaryAttr dict) {
   SmallVector<StringRef> out;
-  if (!dict) return out;
+  if (!dict)
+    return out;
   if (auto a = dict.getAs<ArrayAttr>("attn.dims"))
     for (Attribute d : a)
-      if (auto s = dyn_cast<StringAttr>(d)) out.push_back(s.getValue());
+      if (auto s = dyn_cast<StringAttr>(d))
+        out.push_back(s.getValue());
   return out;
 }
 
 StringRef KernelOp::getInputName(unsigned i) { return nameAttrOf(getArgAttrDict(i)); }
 StringRef KernelOp::getOutputName(unsigned i) { return nameAttrOf(getResultAttrDict(i)); }
 SmallVector<StringRef> KernelOp::getInputDims(unsigned i) { return dimsAttrOf(getArgAttrDict(i)); }
-SmallVector<StringRef> KernelOp::getOutputDims(unsigned i) { return dimsAttrOf(getResultAttrDict(i)); }
+SmallVector<StringRef> KernelOp::getOutputDims(unsigned i) {
+  return dimsAttrOf(getResultAttrDict(i));
+}
 
-void KernelOp::getAsmBlockArgumentNames(Region& region, OpAsmSetValueNameFn setNameFn) {
-  if (region.empty()) return;
+void KernelOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setNameFn) {
+  if (region.empty())
+    return;
   for (auto [i, arg] : llvm::enumerate(region.front().getArguments())) {
     StringRef name = getInputName(i);
-    if (!name.empty()) setNameFn(arg, name);
+    if (!name.empty())
+      setNameFn(arg, name);
   }
 }
 
 LogicalResult KernelOp::verify() {
-  Block& entry = getBody().front();
+  Block &entry = getBody().front();
   if (entry.getNumArguments() != getArgumentTypes().size())
-    return emitOpError("entry block has ") << entry.getNumArguments() << " arguments but the signature has "
-                                           << getArgumentTypes().size();
-  auto checkDims = [&](Type t, DictionaryAttr dict, const char* what, unsigned i) -> LogicalResult {
+    return emitOpError("entry block has ")
+           << entry.getNumArguments() << " arguments but the signature has "
+           << getArgumentTypes().size();
+  auto checkDims = [&](Type t, DictionaryAttr dict, const char *what, unsigned i) -> LogicalResult {
     auto tt = cast<RankedTensorType>(t);
-    if (nameAttrOf(dict).empty()) return emitOpError() << what << " " << i << " has no 'attn.name'";
+    if (nameAttrOf(dict).empty())
+      return emitOpError() << what << " " << i << " has no 'attn.name'";
     if ((int64_t)dimsAttrOf(dict).size() != tt.getRank())
-      return emitOpError() << what << " '" << nameAttrOf(dict) << "' has rank " << tt.getRank() << " but "
-                           << dimsAttrOf(dict).size() << " 'attn.dims' entries";
+      return emitOpError() << what << " '" << nameAttrOf(dict) << "' has rank " << tt.getRank()
+                           << " but " << dimsAttrOf(dict).size() << " 'attn.dims' entries";
     return success();
   };
   for (auto [i, t] : llvm::enumerate(getArgumentTypes())) {
-    if (!isa<RankedTensorType>(t)) return emitOpError("input ") << i << " is not a ranked tensor";
-    if (failed(checkDims(t, getArgAttrDict(i), "input", i))) return failure();
+    if (!isa<RankedTensorType>(t))
+      return emitOpError("input ") << i << " is not a ranked tensor";
+    if (failed(checkDims(t, getArgAttrDict(i), "input", i)))
+      return failure();
   }
   for (auto [i, t] : llvm::enumerate(getResultTypes())) {
-    if (!isa<RankedTensorType>(t)) return emitOpError("output ") << i << " is not a ranked tensor";
-    if (failed(checkDims(t, getResultAttrDict(i), "output", i))) return failure();
+    if (!isa<RankedTensorType>(t))
+      return emitOpError("output ") << i << " is not a ranked tensor";
+    if (failed(checkDims(t, getResultAttrDict(i), "output", i)))
+      return failure();
   }
   auto ret = entry.mightHaveTerminator() ? dyn_cast<ReturnOp>(entry.getTerminator()) : ReturnOp();
-  if (!ret) return emitOpError("body must end with attn.return");
+  if (!ret)
+    return emitOpError("body must end with attn.return");
   if (ret.getValues().getTypes() != TypeRange(getResultTypes()))
     return ret.emitOpError("returns types that do not match the kernel's results");
   return success();
@@ -100,16 +115,19 @@ LogicalResult DimOp::verify() {
   int64_t index = (int64_t)getIndex(); // the I64Attr getter is unsigned
   if (index < 0 || index >= rank)
     return emitOpError("dimension ") << index << " is out of range for a tensor of rank " << rank;
-  if (getSize().empty()) return emitOpError("needs a size name");
+  if (getSize().empty())
+    return emitOpError("needs a size name");
   return success();
 }
 
 LogicalResult ReadOp::verify() {
   int64_t rank = getTensor().getType().getRank();
   if ((int64_t)getIndices().size() != rank)
-    return emitOpError("reads a tensor of rank ") << rank << " with " << getIndices().size() << " indices";
+    return emitOpError("reads a tensor of rank ")
+           << rank << " with " << getIndices().size() << " indices";
   StringRef b = getBoundary();
-  if (b != "none" && b != "zero" && b != "clamp") return emitOpError("unknown boundary mode '") << b << "'";
+  if (b != "none" && b != "zero" && b != "clamp")
+    return emitOpError("unknown boundary mode '") << b << "'";
   return success();
 }
 
@@ -117,80 +135,104 @@ LogicalResult ReadOp::verify() {
 // DefineOp, SoftmaxOp, ReduceOp
 //===----------------------------------------------------------------------===//
 
-static void nameBlockArgs(Region& region, ArrayAttr names, OpAsmSetValueNameFn setNameFn) {
-  if (region.empty()) return;
+static void nameBlockArgs(Region &region, ArrayAttr names, OpAsmSetValueNameFn setNameFn) {
+  if (region.empty())
+    return;
   for (auto [arg, name] : llvm::zip(region.front().getArguments(), names))
-    if (auto s = dyn_cast<StringAttr>(name)) setNameFn(arg, s.getValue());
+    if (auto s = dyn_cast<StringAttr>(name))
+      setNameFn(arg, s.getValue());
 }
 
 // Shared checks: one index block argument per extent, named by `indices`, and a terminator
 // yielding `numYields` values.
-static LogicalResult verifyIndexRegion(Operation* op, Region& body, size_t numExtents, ArrayAttr names) {
-  Block& block = body.front();
+static LogicalResult verifyIndexRegion(Operation *op, Region &body, size_t numExtents,
+                                       ArrayAttr names) {
+  Block &block = body.front();
   if (block.getNumArguments() != numExtents)
-    return op->emitOpError("has ") << numExtents << " extents but its region has " << block.getNumArguments()
-                                   << " index arguments";
+    return op->emitOpError("has ") << numExtents << " extents but its region has "
+                                   << block.getNumArguments() << " index arguments";
   for (BlockArgument a : block.getArguments())
-    if (!a.getType().isIndex()) return op->emitOpError("region arguments must be of type index");
+    if (!a.getType().isIndex())
+      return op->emitOpError("region arguments must be of type index");
   if (names.size() != numExtents)
-    return op->emitOpError("has ") << numExtents << " extents but " << names.size() << " index names";
+    return op->emitOpError("has ")
+           << numExtents << " extents but " << names.size() << " index names";
   return success();
 }
 
-static LogicalResult verifyDefinition(Operation* op, Region& body, size_t numExtents, ArrayAttr names,
-                                      RankedTensorType type) {
+static LogicalResult verifyDefinition(Operation *op, Region &body, size_t numExtents,
+                                      ArrayAttr names, RankedTensorType type) {
   if (type.getRank() != (int64_t)numExtents)
-    return op->emitOpError("result has rank ") << type.getRank() << " but " << numExtents << " extents are given";
-  if (failed(verifyIndexRegion(op, body, numExtents, names))) return failure();
+    return op->emitOpError("result has rank ")
+           << type.getRank() << " but " << numExtents << " extents are given";
+  if (failed(verifyIndexRegion(op, body, numExtents, names)))
+    return failure();
   auto yield = cast<YieldOp>(body.front().getTerminator());
-  if (yield.getValues().empty()) return yield.emitOpError("must yield the element value");
+  if (yield.getValues().empty())
+    return yield.emitOpError("must yield the element value");
   if (yield.getValues()[0].getType() != type.getElementType())
-    return yield.emitOpError("yields ") << yield.getValues()[0].getType() << " but the tensor holds "
-                                        << type.getElementType();
+    return yield.emitOpError("yields ")
+           << yield.getValues()[0].getType() << " but the tensor holds " << type.getElementType();
   return success();
 }
 
-void DefineOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) { setNameFn(getResult(), getName()); }
-void DefineOp::getAsmBlockArgumentNames(Region& region, OpAsmSetValueNameFn setNameFn) {
+void DefineOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  setNameFn(getResult(), getName());
+}
+void DefineOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setNameFn) {
   nameBlockArgs(region, getIndices(), setNameFn);
 }
 LogicalResult DefineOp::verify() {
-  if (failed(verifyDefinition(*this, getBody(), getExtents().size(), getIndices(), getResult().getType())))
+  if (failed(verifyDefinition(*this, getBody(), getExtents().size(), getIndices(),
+                              getResult().getType())))
     return failure();
   auto yield = cast<YieldOp>(getBody().front().getTerminator());
-  if (yield.getValues().size() != 1) return yield.emitOpError("must yield exactly one value in attn.define");
+  if (yield.getValues().size() != 1)
+    return yield.emitOpError("must yield exactly one value in attn.define");
   return success();
 }
 
-void SoftmaxOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) { setNameFn(getResult(), getName()); }
-void SoftmaxOp::getAsmBlockArgumentNames(Region& region, OpAsmSetValueNameFn setNameFn) {
+void SoftmaxOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  setNameFn(getResult(), getName());
+}
+void SoftmaxOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setNameFn) {
   nameBlockArgs(region, getIndices(), setNameFn);
 }
 LogicalResult SoftmaxOp::verify() {
-  if (failed(verifyDefinition(*this, getBody(), getExtents().size(), getIndices(), getResult().getType())))
+  if (failed(verifyDefinition(*this, getBody(), getExtents().size(), getIndices(),
+                              getResult().getType())))
     return failure();
-  if (!getResult().getType().getElementType().isF32()) return emitOpError("result must hold f32");
+  if (!getResult().getType().getElementType().isF32())
+    return emitOpError("result must hold f32");
   auto yield = cast<YieldOp>(getBody().front().getTerminator());
-  if (yield.getValues().size() > 2 || (yield.getValues().size() == 2 && !yield.getValues()[1].getType().isInteger(1)))
+  if (yield.getValues().size() > 2 ||
+      (yield.getValues().size() == 2 && !yield.getValues()[1].getType().isInteger(1)))
     return yield.emitOpError("in attn.softmax yields the score and optionally an i1 mask");
   ArrayRef<int64_t> axes = getAxes();
-  if (axes.empty()) return emitOpError("needs at least one axis");
+  if (axes.empty())
+    return emitOpError("needs at least one axis");
   llvm::SmallDenseSet<int64_t> seen;
   for (int64_t a : axes) {
     if (a < 0 || a >= (int64_t)getExtents().size())
       return emitOpError("axis ") << a << " is out of range for rank " << getExtents().size();
-    if (!seen.insert(a).second) return emitOpError("axis ") << a << " appears twice";
+    if (!seen.insert(a).second)
+      return emitOpError("axis ") << a << " appears twice";
   }
   return success();
 }
 
-void OnlineSoftmaxOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) { setNameFn(getResult(), getName()); }
-void OnlineSoftmaxOp::getAsmBlockArgumentNames(Region& region, OpAsmSetValueNameFn setNameFn) {
-  if (&region == &getScore()) return nameBlockArgs(region, getScoreIndices(), setNameFn);
+void OnlineSoftmaxOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  setNameFn(getResult(), getName());
+}
+void OnlineSoftmaxOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setNameFn) {
+  if (&region == &getScore())
+    return nameBlockArgs(region, getScoreIndices(), setNameFn);
   nameBlockArgs(region, getIndices(), setNameFn);
   unsigned key = getKeyPosition();
-  if (!region.empty() && region.front().getNumArguments() == getIndices().size() + 1 && key < getScoreIndices().size())
-    setNameFn(region.front().getArguments().back(), cast<StringAttr>(getScoreIndices()[key]).getValue());
+  if (!region.empty() && region.front().getNumArguments() == getIndices().size() + 1 &&
+      key < getScoreIndices().size())
+    setNameFn(region.front().getArguments().back(),
+              cast<StringAttr>(getScoreIndices()[key]).getValue());
 }
 unsigned OnlineSoftmaxOp::getKeyPosition() {
   ArrayRef<int64_t> rows = getRows();
@@ -199,31 +241,43 @@ unsigned OnlineSoftmaxOp::getKeyPosition() {
 LogicalResult OnlineSoftmaxOp::verify() {
   RankedTensorType type = getResult().getType();
   if (type.getRank() != (int64_t)getExtents().size())
-    return emitOpError("result has rank ") << type.getRank() << " but " << getExtents().size() << " extents are given";
-  if (!type.getElementType().isF32()) return emitOpError("result must hold f32");
+    return emitOpError("result has rank ")
+           << type.getRank() << " but " << getExtents().size() << " extents are given";
+  if (!type.getElementType().isF32())
+    return emitOpError("result must hold f32");
   if (getIndices().size() != getExtents().size())
-    return emitOpError("has ") << getExtents().size() << " extents but " << getIndices().size() << " index names";
-  if (getTile() <= 0) return emitOpError("tile must be positive, not ") << getTile();
+    return emitOpError("has ") << getExtents().size() << " extents but " << getIndices().size()
+                               << " index names";
+  if (getTile() <= 0)
+    return emitOpError("tile must be positive, not ") << getTile();
   ArrayRef<int64_t> rows = getRows();
   if (rows.size() != getScoreIndices().size())
-    return emitOpError("has ") << rows.size() << " row entries but " << getScoreIndices().size() << " score indices";
-  if (std::count(rows.begin(), rows.end(), -1) != 1) return emitOpError("rows must mark exactly one key index with -1");
+    return emitOpError("has ") << rows.size() << " row entries but " << getScoreIndices().size()
+                               << " score indices";
+  if (std::count(rows.begin(), rows.end(), -1) != 1)
+    return emitOpError("rows must mark exactly one key index with -1");
   llvm::SmallDenseSet<int64_t> seen;
   for (int64_t r : rows) {
-    if (r == -1) continue;
-    if (r < 0 || r >= type.getRank()) return emitOpError("row entry ") << r << " is out of range for rank " << type.getRank();
-    if (!seen.insert(r).second) return emitOpError("row entry ") << r << " appears twice";
+    if (r == -1)
+      continue;
+    if (r < 0 || r >= type.getRank())
+      return emitOpError("row entry ") << r << " is out of range for rank " << type.getRank();
+    if (!seen.insert(r).second)
+      return emitOpError("row entry ") << r << " appears twice";
   }
-  Block& score = getScore().front();
+  Block &score = getScore().front();
   if (score.getNumArguments() != rows.size())
-    return emitOpError("score region has ") << score.getNumArguments() << " arguments but " << rows.size() << " score indices";
-  Block& value = getValue().front();
+    return emitOpError("score region has ")
+           << score.getNumArguments() << " arguments but " << rows.size() << " score indices";
+  Block &value = getValue().front();
   if (value.getNumArguments() != getExtents().size() + 1)
-    return emitOpError("value region needs ") << getExtents().size() + 1 << " arguments (the indices, then the key), not "
-                                              << value.getNumArguments();
-  for (Block* b : {&score, &value})
+    return emitOpError("value region needs ")
+           << getExtents().size() + 1 << " arguments (the indices, then the key), not "
+           << value.getNumArguments();
+  for (Block *b : {&score, &value})
     for (BlockArgument a : b->getArguments())
-      if (!a.getType().isIndex()) return emitOpError("region arguments must be of type index");
+      if (!a.getType().isIndex())
+        return emitOpError("region arguments must be of type index");
   auto sy = cast<YieldOp>(score.getTerminator());
   if (sy.getValues().empty() || sy.getValues().size() > 2 || !sy.getValues()[0].getType().isF32() ||
       (sy.getValues().size() == 2 && !sy.getValues()[1].getType().isInteger(1)))
@@ -234,14 +288,17 @@ LogicalResult OnlineSoftmaxOp::verify() {
   return success();
 }
 
-void ReduceOp::getAsmBlockArgumentNames(Region& region, OpAsmSetValueNameFn setNameFn) {
+void ReduceOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setNameFn) {
   nameBlockArgs(region, getIndices(), setNameFn);
 }
 LogicalResult ReduceOp::verify() {
   StringRef k = getKind();
-  if (k != "sum" && k != "max" && k != "min") return emitOpError("unknown reduction kind '") << k << "'";
-  if (getExtents().empty()) return emitOpError("needs at least one reduction index");
-  if (failed(verifyIndexRegion(*this, getBody(), getExtents().size(), getIndices()))) return failure();
+  if (k != "sum" && k != "max" && k != "min")
+    return emitOpError("unknown reduction kind '") << k << "'";
+  if (getExtents().empty())
+    return emitOpError("needs at least one reduction index");
+  if (failed(verifyIndexRegion(*this, getBody(), getExtents().size(), getIndices())))
+    return failure();
   auto yield = cast<YieldOp>(getBody().front().getTerminator());
   if (yield.getValues().size() != 1 || yield.getValues()[0].getType() != getType())
     return yield.emitOpError("must yield one value of the reduction's type ") << getType();

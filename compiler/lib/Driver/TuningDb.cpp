@@ -25,117 +25,139 @@ namespace json = llvm::json;
 
 namespace {
 
-constexpr const char* kFormat = "attnc-tuning-db";
+constexpr const char *kFormat = "attnc-tuning-db";
 constexpr int64_t kVersion = 1;
 // Far above what attn-tune writes (a few KiB per kernel and bucket).
 constexpr size_t kMaxTuningDbBytes = 64u << 20;
 
-bool fail(std::string* err, const std::string& path, const std::string& what) {
+bool fail(std::string *err, const std::string &path, const std::string &what) {
   *err = path + ": " + what;
   return false;
 }
 
 } // namespace
 
-std::string bucketOf(const std::map<std::string, int64_t>& sizes) {
+std::string bucketOf(const std::map<std::string, int64_t> &sizes) {
   std::string s;
-  for (const auto& [name, v] : sizes) {
+  for (const auto &[name, v] : sizes) {
     int64_t b = 1;
-    while (b < v && b < (int64_t(1) << 40)) b <<= 1;
+    while (b < v && b < (int64_t(1) << 40))
+      b <<= 1;
     s += (s.empty() ? "" : ",") + name + "=" + std::to_string(b);
   }
   return s;
 }
 
-std::string configKey(int onlineTile, const std::map<std::string, int>& params) {
+std::string configKey(int onlineTile, const std::map<std::string, int> &params) {
   std::string s = "tile=" + std::to_string(onlineTile) + ";";
   bool first = true;
-  for (const auto& [k, v] : params) {
+  for (const auto &[k, v] : params) {
     s += (first ? "" : ",") + k + "=" + std::to_string(v);
     first = false;
   }
   return s;
 }
 
-std::string tuningVariantKey(const std::string& source, const std::string& kernel) {
+std::string tuningVariantKey(const std::string &source, const std::string &kernel) {
   return source.substr(source.find_last_of('/') + 1) + ":" + kernel;
 }
 
-std::string defaultTuningDbPath(const std::string& source) {
+std::string defaultTuningDbPath(const std::string &source) {
   size_t slash = source.find_last_of('/');
-  return (slash == std::string::npos ? std::string() : source.substr(0, slash + 1)) + "attnc-tuning.json";
+  return (slash == std::string::npos ? std::string() : source.substr(0, slash + 1)) +
+         "attnc-tuning.json";
 }
 
-bool TuningDb::load(const std::string& path, TuningDb* out, std::string* err) {
+bool TuningDb::load(const std::string &path, TuningDb *out, std::string *err) {
   out->entries.clear();
   // Read as attnc reads sources: never a FIFO or a device, and never without bound.
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec) && !ec) return true; // no database yet
+  if (!std::filesystem::exists(path, ec) && !ec)
+    return true; // no database yet
   std::string text, why;
   if (!dsl::readRegularFile(path, kMaxTuningDbBytes, &text, &why))
     return fail(err, path, "cannot read the tuning database: " + why);
   auto parsed = json::parse(text);
-  if (!parsed) return fail(err, path, "not JSON: " + llvm::toString(parsed.takeError()));
-  const json::Object* root = parsed->getAsObject();
-  if (!root) return fail(err, path, "a tuning database is a JSON object");
+  if (!parsed)
+    return fail(err, path, "not JSON: " + llvm::toString(parsed.takeError()));
+  const json::Object *root = parsed->getAsObject();
+  if (!root)
+    return fail(err, path, "a tuning database is a JSON object");
   auto format = root->getString("format");
-  if (!format || *format != kFormat) return fail(err, path, std::string("not an attnc tuning database (\"format\" is not \"") + kFormat + "\")");
+  if (!format || *format != kFormat)
+    return fail(err, path,
+                std::string("not an attnc tuning database (\"format\" is not \"") + kFormat +
+                    "\")");
   auto version = root->getInteger("version");
   if (!version || *version != kVersion)
-    return fail(err, path, "tuning database version " + (version ? std::to_string(*version) : std::string("missing")) +
-                               ", this attnc reads version " + std::to_string(kVersion));
-  const json::Array* entries = root->getArray("entries");
-  if (!entries) return fail(err, path, "\"entries\" must be an array");
+    return fail(err, path,
+                "tuning database version " +
+                    (version ? std::to_string(*version) : std::string("missing")) +
+                    ", this attnc reads version " + std::to_string(kVersion));
+  const json::Array *entries = root->getArray("entries");
+  if (!entries)
+    return fail(err, path, "\"entries\" must be an array");
   for (size_t n = 0; n < entries->size(); ++n) {
-    const json::Object* o = (*entries)[n].getAsObject();
+    const json::Object *o = (*entries)[n].getAsObject();
     std::string where = "entry " + std::to_string(n) + ": ";
-    if (!o) return fail(err, path, where + "not an object");
+    if (!o)
+      return fail(err, path, where + "not an object");
     TuningEntry e;
-    auto str = [&](const char* key, std::string* v, bool required) {
+    auto str = [&](const char *key, std::string *v, bool required) {
       auto s = o->getString(key);
-      if (s) *v = s->str();
+      if (s)
+        *v = s->str();
       return s.has_value() || !required;
     };
-    if (!str("variant", &e.variant, true) || !str("target", &e.target, true) || !str("bucket", &e.bucket, true) ||
-        !str("rule", &e.rule, true))
+    if (!str("variant", &e.variant, true) || !str("target", &e.target, true) ||
+        !str("bucket", &e.bucket, true) || !str("rule", &e.rule, true))
       return fail(err, path, where + "needs string fields variant, target, bucket and rule");
     str("machine", &e.machine, false);
     str("updated", &e.updated, false);
     if (auto t = o->getInteger("online_tile")) {
       if (*t != 0 && (*t < kMinOnlineTile || *t > kMaxOnlineTile))
-        return fail(err, path, where + "online_tile must be 0 (the default) or in " + std::to_string(kMinOnlineTile) + ".." +
-                                   std::to_string(kMaxOnlineTile));
+        return fail(err, path,
+                    where + "online_tile must be 0 (the default) or in " +
+                        std::to_string(kMinOnlineTile) + ".." + std::to_string(kMaxOnlineTile));
       e.onlineTile = (int)*t;
     }
-    if (auto t = o->getNumber("time_ms")) e.timeMs = *t;
-    if (auto t = o->getNumber("default_ms")) e.defaultMs = *t;
-    if (const json::Object* p = o->getObject("params")) {
-      for (const auto& [k, v] : *p) {
+    if (auto t = o->getNumber("time_ms"))
+      e.timeMs = *t;
+    if (auto t = o->getNumber("default_ms"))
+      e.defaultMs = *t;
+    if (const json::Object *p = o->getObject("params")) {
+      for (const auto &[k, v] : *p) {
         auto i = v.getAsInteger();
-        if (!i || *i < 1 || *i > 4096) return fail(err, path, where + "params." + k.str() + " must be an integer in 1..4096");
+        if (!i || *i < 1 || *i > 4096)
+          return fail(err, path, where + "params." + k.str() + " must be an integer in 1..4096");
         e.params[k.str()] = (int)*i;
       }
     }
-    if (const json::Object* p = o->getObject("sizes")) {
-      for (const auto& [k, v] : *p) {
+    if (const json::Object *p = o->getObject("sizes")) {
+      for (const auto &[k, v] : *p) {
         auto i = v.getAsInteger();
-        if (!i || *i < 1) return fail(err, path, where + "sizes." + k.str() + " must be a positive integer");
+        if (!i || *i < 1)
+          return fail(err, path, where + "sizes." + k.str() + " must be a positive integer");
         e.sizes[k.str()] = *i;
       }
     }
-    for (auto [field, map] : {std::pair<const char*, std::map<std::string, double>*>{"baselines", &e.baselines}, {"tried", &e.tried}}) {
-      if (const json::Object* p = o->getObject(field)) {
-        for (const auto& [k, v] : *p) {
+    for (auto [field, map] :
+         {std::pair<const char *, std::map<std::string, double> *>{"baselines", &e.baselines},
+          {"tried", &e.tried}}) {
+      if (const json::Object *p = o->getObject(field)) {
+        for (const auto &[k, v] : *p) {
           auto d = v.getAsNumber();
-          if (!d) return fail(err, path, where + field + "." + k.str() + " must be a number");
+          if (!d)
+            return fail(err, path, where + field + "." + k.str() + " must be a number");
           (*map)[k.str()] = *d;
         }
       }
     }
-    if (const json::Object* p = o->getObject("offline")) {
-      for (const auto& [k, v] : *p) {
+    if (const json::Object *p = o->getObject("offline")) {
+      for (const auto &[k, v] : *p) {
         auto str = v.getAsString();
-        if (!str) return fail(err, path, where + "offline." + k.str() + " must be a string");
+        if (!str)
+          return fail(err, path, where + "offline." + k.str() + " must be a string");
         e.offline[k.str()] = str->str();
       }
     }
@@ -144,44 +166,55 @@ bool TuningDb::load(const std::string& path, TuningDb* out, std::string* err) {
   return true;
 }
 
-bool TuningDb::save(const std::string& path, std::string* err) const {
+bool TuningDb::save(const std::string &path, std::string *err) const {
   json::Array arr;
-  for (const TuningEntry& e : entries) {
-    json::Object o{{"variant", e.variant}, {"target", e.target}, {"bucket", e.bucket}, {"rule", e.rule},
-                   {"online_tile", e.onlineTile}, {"time_ms", e.timeMs}, {"default_ms", e.defaultMs},
-                   {"machine", e.machine}, {"updated", e.updated}};
+  for (const TuningEntry &e : entries) {
+    json::Object o{{"variant", e.variant},        {"target", e.target},
+                   {"bucket", e.bucket},          {"rule", e.rule},
+                   {"online_tile", e.onlineTile}, {"time_ms", e.timeMs},
+                   {"default_ms", e.defaultMs},   {"machine", e.machine},
+                   {"updated", e.updated}};
     json::Object sizes, params, baselines, tried;
-    for (const auto& [k, v] : e.sizes) sizes[k] = v;
-    for (const auto& [k, v] : e.params) params[k] = v;
-    for (const auto& [k, v] : e.baselines) baselines[k] = v;
-    for (const auto& [k, v] : e.tried) tried[k] = v;
+    for (const auto &[k, v] : e.sizes)
+      sizes[k] = v;
+    for (const auto &[k, v] : e.params)
+      params[k] = v;
+    for (const auto &[k, v] : e.baselines)
+      baselines[k] = v;
+    for (const auto &[k, v] : e.tried)
+      tried[k] = v;
     o["sizes"] = std::move(sizes);
     o["params"] = std::move(params);
     o["baselines"] = std::move(baselines);
     o["tried"] = std::move(tried);
     if (!e.offline.empty()) {
       json::Object offline;
-      for (const auto& [k, v] : e.offline) offline[k] = v;
+      for (const auto &[k, v] : e.offline)
+        offline[k] = v;
       o["offline"] = std::move(offline);
     }
     arr.push_back(std::move(o));
   }
-  json::Value root = json::Object{{"format", kFormat}, {"version", kVersion}, {"entries", std::move(arr)}};
+  json::Value root =
+      json::Object{{"format", kFormat}, {"version", kVersion}, {"entries", std::move(arr)}};
   std::string text;
   llvm::raw_string_ostream os(text);
   os << llvm::formatv("{0:2}", root) << "\n";
   os.flush();
   Status st = write_file(path, text);
-  if (!st.ok()) *err = st.message();
+  if (!st.ok())
+    *err = st.message();
   return st.ok();
 }
 
-bool TuningDb::update(const std::string& path, const std::function<void(TuningDb&)>& change, std::string* err) {
+bool TuningDb::update(const std::string &path, const std::function<void(TuningDb &)> &change,
+                      std::string *err) {
   // The lock is a file of its own: every write replaces the database's inode, and a lock on it
   // would go with it.
   const std::string lockPath = path + ".lock";
   int fd = ::open(lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-  if (fd < 0) return fail(err, path, "cannot open the lock file '" + lockPath + "': " + std::strerror(errno));
+  if (fd < 0)
+    return fail(err, path, "cannot open the lock file '" + lockPath + "': " + std::strerror(errno));
   int rc;
   while ((rc = ::flock(fd, LOCK_EX)) != 0 && errno == EINTR) {
   }
@@ -200,21 +233,25 @@ bool TuningDb::update(const std::string& path, const std::function<void(TuningDb
   return ok;
 }
 
-void TuningDb::merge(const TuningEntry& mine, const MergeOptions& opts) {
-  TuningEntry* e = find(mine.variant, mine.target, mine.bucket);
+void TuningDb::merge(const TuningEntry &mine, const MergeOptions &opts) {
+  TuningEntry *e = find(mine.variant, mine.target, mine.bucket);
   if (!e) {
     entries.push_back(mine);
     return;
   }
-  const bool comparable = !opts.forgetMeasurements && e->machine == mine.machine && e->rule == mine.rule;
+  const bool comparable =
+      !opts.forgetMeasurements && e->machine == mine.machine && e->rule == mine.rule;
   if (!comparable) {
     e->tried.clear();
     e->baselines.clear();
     e->offline.clear();
   }
-  for (const auto& [k, v] : mine.tried) e->tried[k] = v;
-  for (const auto& [k, v] : mine.baselines) e->baselines[k] = v;
-  for (const auto& [k, v] : mine.offline) e->offline[k] = v;
+  for (const auto &[k, v] : mine.tried)
+    e->tried[k] = v;
+  for (const auto &[k, v] : mine.baselines)
+    e->baselines[k] = v;
+  for (const auto &[k, v] : mine.offline)
+    e->offline[k] = v;
   e->sizes = mine.sizes, e->rule = mine.rule, e->machine = mine.machine, e->updated = mine.updated;
   if (opts.result || !comparable) {
     e->params = mine.params;
@@ -223,26 +260,33 @@ void TuningDb::merge(const TuningEntry& mine, const MergeOptions& opts) {
   }
 }
 
-TuningEntry* TuningDb::find(const std::string& variant, const std::string& target, const std::string& bucket) {
-  for (TuningEntry& e : entries)
-    if (e.variant == variant && e.target == target && e.bucket == bucket) return &e;
+TuningEntry *TuningDb::find(const std::string &variant, const std::string &target,
+                            const std::string &bucket) {
+  for (TuningEntry &e : entries)
+    if (e.variant == variant && e.target == target && e.bucket == bucket)
+      return &e;
   return nullptr;
 }
-const TuningEntry* TuningDb::find(const std::string& variant, const std::string& target, const std::string& bucket) const {
-  return const_cast<TuningDb*>(this)->find(variant, target, bucket);
+const TuningEntry *TuningDb::find(const std::string &variant, const std::string &target,
+                                  const std::string &bucket) const {
+  return const_cast<TuningDb *>(this)->find(variant, target, bucket);
 }
 
-std::vector<const TuningEntry*> TuningDb::all(const std::string& variant, const std::string& target) const {
-  std::vector<const TuningEntry*> r;
-  for (const TuningEntry& e : entries)
-    if (e.variant == variant && e.target == target) r.push_back(&e);
+std::vector<const TuningEntry *> TuningDb::all(const std::string &variant,
+                                               const std::string &target) const {
+  std::vector<const TuningEntry *> r;
+  for (const TuningEntry &e : entries)
+    if (e.variant == variant && e.target == target)
+      r.push_back(&e);
   return r;
 }
 
-TuningEntry& TuningDb::upsert(const std::string& variant, const std::string& target, const std::string& bucket) {
-  if (TuningEntry* e = find(variant, target, bucket)) return *e;
+TuningEntry &TuningDb::upsert(const std::string &variant, const std::string &target,
+                              const std::string &bucket) {
+  if (TuningEntry *e = find(variant, target, bucket))
+    return *e;
   entries.push_back(TuningEntry{});
-  TuningEntry& e = entries.back();
+  TuningEntry &e = entries.back();
   e.variant = variant, e.target = target, e.bucket = bucket;
   return e;
 }

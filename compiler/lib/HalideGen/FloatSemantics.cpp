@@ -26,12 +26,13 @@ namespace H = Halide;
 namespace HI = Halide::Internal;
 
 // Whether an expression computes anything in floating point (a float-typed node anywhere).
-bool hasFloat(const H::Expr& e) {
+bool hasFloat(const H::Expr &e) {
   struct Finder : HI::IRGraphVisitor {
     bool found = false;
     using HI::IRGraphVisitor::include;
-    void include(const H::Expr& x) override {
-      if (found) return;
+    void include(const H::Expr &x) override {
+      if (found)
+        return;
       if (x.type().is_float()) {
         found = true;
         return;
@@ -45,13 +46,14 @@ bool hasFloat(const H::Expr& e) {
 
 // Halide's strict_float rewrites float arithmetic into strict intrinsics (strict_add, ...), so
 // applying it again to its own result changes nothing.
-H::Expr strictly(const H::Expr& e) { return e.defined() && hasFloat(e) ? H::strict_float(e) : e; }
+H::Expr strictly(const H::Expr &e) { return e.defined() && hasFloat(e) ? H::strict_float(e) : e; }
 
 // Whether `e` is the update's read of its own value: a call of `self`, or a variable that a
 // `let` (Halide's CSE makes them) bound to one.
-bool isSelf(const H::Expr& e, const std::string& self, const std::set<std::string>& aliases) {
-  if (const auto* c = e.as<HI::Call>()) return c->call_type == HI::Call::Halide && c->name == self;
-  const auto* v = e.as<HI::Variable>();
+bool isSelf(const H::Expr &e, const std::string &self, const std::set<std::string> &aliases) {
+  if (const auto *c = e.as<HI::Call>())
+    return c->call_type == HI::Call::Halide && c->name == self;
+  const auto *v = e.as<HI::Variable>();
   return v && aliases.count(v->name);
 }
 
@@ -59,23 +61,30 @@ bool isSelf(const H::Expr& e, const std::string& self, const std::set<std::strin
 // made strict) and as `select(c, self + a * b, self)` (an update only some points make, such as
 // the online softmax's masked tiles: skipped points add nothing, not even 0 * NaN); nullopt when
 // `value` is not of that form.
-std::optional<H::Expr> relaxedSumOfProduct(const H::Expr& value, const std::string& self, std::set<std::string> aliases = {}) {
-  if (const auto* let = value.as<HI::Let>()) {
-    if (isSelf(let->value, self, aliases)) aliases.insert(let->name);
+std::optional<H::Expr> relaxedSumOfProduct(const H::Expr &value, const std::string &self,
+                                           std::set<std::string> aliases = {}) {
+  if (const auto *let = value.as<HI::Let>()) {
+    if (isSelf(let->value, self, aliases))
+      aliases.insert(let->name);
     std::optional<H::Expr> body = relaxedSumOfProduct(let->body, self, aliases);
-    if (!body) return std::nullopt;
+    if (!body)
+      return std::nullopt;
     return HI::Let::make(let->name, strictly(let->value), *body);
   }
-  if (const auto* sel = value.as<HI::Select>()) {
-    if (!isSelf(sel->false_value, self, aliases)) return std::nullopt;
+  if (const auto *sel = value.as<HI::Select>()) {
+    if (!isSelf(sel->false_value, self, aliases))
+      return std::nullopt;
     std::optional<H::Expr> t = relaxedSumOfProduct(sel->true_value, self, aliases);
-    if (!t) return std::nullopt;
+    if (!t)
+      return std::nullopt;
     return H::select(strictly(sel->condition), *t, sel->false_value);
   }
-  const auto* add = value.as<HI::Add>();
-  if (!add || !add->type.is_float()) return std::nullopt;
-  for (const auto& [s, p] : {std::pair{add->a, add->b}, std::pair{add->b, add->a}})
-    if (const auto* m = p.as<HI::Mul>(); m && isSelf(s, self, aliases)) return s + strictly(m->a) * strictly(m->b);
+  const auto *add = value.as<HI::Add>();
+  if (!add || !add->type.is_float())
+    return std::nullopt;
+  for (const auto &[s, p] : {std::pair{add->a, add->b}, std::pair{add->b, add->a}})
+    if (const auto *m = p.as<HI::Mul>(); m && isSelf(s, self, aliases))
+      return s + strictly(m->a) * strictly(m->b);
   return std::nullopt;
 }
 
@@ -84,29 +93,33 @@ std::optional<H::Expr> relaxedSumOfProduct(const H::Expr& value, const std::stri
 // which strict operations are (strict_max(state.0[0], ...)): an element that reads an earlier
 // element would read its new value. HalideGen orders Tuple elements so that each reads only
 // itself and later ones (the online softmax's state); this keeps it so.
-void checkTupleOrder(const HI::Definition& d, const std::string& self) {
+void checkTupleOrder(const HI::Definition &d, const std::string &self) {
   for (size_t i = 0; i < d.values().size(); ++i) {
     struct Reads : HI::IRVisitor {
       std::string self;
       int earliest = 1 << 30;
       using HI::IRVisitor::visit;
-      void visit(const HI::Call* c) override {
-        if (c->call_type == HI::Call::Halide && c->name == self) earliest = std::min(earliest, c->value_index);
+      void visit(const HI::Call *c) override {
+        if (c->call_type == HI::Call::Halide && c->name == self)
+          earliest = std::min(earliest, c->value_index);
         HI::IRVisitor::visit(c);
       }
     } r;
     r.self = self;
     d.values()[i].accept(&r);
     if (r.earliest < (int)i)
-      throw std::logic_error("HalideGen: element " + std::to_string(i) + " of the Tuple update of '" + self +
-                             "' reads element " + std::to_string(r.earliest) + ", which Halide stores first");
+      throw std::logic_error("HalideGen: element " + std::to_string(i) +
+                             " of the Tuple update of '" + self + "' reads element " +
+                             std::to_string(r.earliest) + ", which Halide stores first");
   }
 }
 
-void applyTo(HI::Definition& d, const std::string& self, bool update) {
-  if (!d.defined()) return;
-  if (update && d.values().size() > 1) checkTupleOrder(d, self);
-  for (H::Expr& v : d.values()) {
+void applyTo(HI::Definition &d, const std::string &self, bool update) {
+  if (!d.defined())
+    return;
+  if (update && d.values().size() > 1)
+    checkTupleOrder(d, self);
+  for (H::Expr &v : d.values()) {
     if (update) {
       if (std::optional<H::Expr> r = relaxedSumOfProduct(v, self)) {
         v = *r;
@@ -116,27 +129,34 @@ void applyTo(HI::Definition& d, const std::string& self, bool update) {
     v = strictly(v);
   }
   d.predicate() = strictly(d.predicate());
-  for (HI::Specialization& s : d.specializations()) applyTo(s.definition, self, update);
+  for (HI::Specialization &s : d.specializations())
+    applyTo(s.definition, self, update);
 }
 
 } // namespace
 
-void applyFloatSemantics(const LoweredKernel& k) {
+void applyFloatSemantics(const LoweredKernel &k) {
   std::vector<HI::Function> outs;
-  for (const H::Func& f : k.outputs()) outs.push_back(f.function());
+  for (const H::Func &f : k.outputs())
+    outs.push_back(f.function());
   std::map<std::string, HI::Function> env = HI::build_environment(outs);
   // Wrappers made by schedules (`f.in(g)`) are reached through the wrapped Function's schedule.
   std::vector<HI::Function> work;
-  for (auto& [n, f] : env) work.push_back(f);
+  for (auto &[n, f] : env)
+    work.push_back(f);
   std::set<std::string> seen;
   while (!work.empty()) {
     HI::Function f = work.back();
     work.pop_back();
-    if (!seen.insert(f.name()).second) continue;
-    for (auto& [n, w] : f.schedule().wrappers()) work.push_back(HI::Function(w));
-    if (f.has_extern_definition()) continue;
+    if (!seen.insert(f.name()).second)
+      continue;
+    for (auto &[n, w] : f.schedule().wrappers())
+      work.push_back(HI::Function(w));
+    if (f.has_extern_definition())
+      continue;
     applyTo(f.definition(), f.name(), false);
-    for (size_t u = 0; u < f.updates().size(); ++u) applyTo(f.update((int)u), f.name(), true);
+    for (size_t u = 0; u < f.updates().size(); ++u)
+      applyTo(f.update((int)u), f.name(), true);
   }
 }
 

@@ -1,4 +1,5 @@
-// A lowering pass that refuses, at compile time, GPU blocks whose threads or shared memory can exceed CUDA's limits.
+// A lowering pass that refuses, at compile time, GPU blocks whose threads or shared memory can
+// exceed CUDA's limits.
 //
 // A GPU refuses a launch of more than 1024 threads per block (x and y at most 1024, z at most
 // 64), or of more than 48 KiB of shared memory per block unless the kernel opted in to more
@@ -24,14 +25,18 @@ namespace HI = Halide::Internal;
 
 // Thread dimension of a GPU thread or lane loop: Halide names them ...thread_id_{x,y,z} (lanes
 // run along x).
-int threadDim(const HI::For* f) {
-  if (f->for_type == HI::ForType::GPULane) return 0;
-  const std::string& n = f->name;
+int threadDim(const HI::For *f) {
+  if (f->for_type == HI::ForType::GPULane)
+    return 0;
+  const std::string &n = f->name;
   if (n.size() >= 2 && n[n.size() - 2] == '_') {
     char c = n.back();
-    if (c == 'x') return 0;
-    if (c == 'y') return 1;
-    if (c == 'z') return 2;
+    if (c == 'x')
+      return 0;
+    if (c == 'y')
+      return 1;
+    if (c == 'z')
+      return 2;
   }
   return 0;
 }
@@ -40,29 +45,33 @@ class LaunchLimits : public HI::IRVisitor {
 public:
   using HI::IRVisitor::visit;
 
-  void visit(const HI::LetStmt* l) override {
+  void visit(const HI::LetStmt *l) override {
     l->value.accept(this);
-    HI::ScopedBinding<HI::Interval> b(scope_, l->name, HI::bounds_of_expr_in_scope(l->value, scope_));
+    HI::ScopedBinding<HI::Interval> b(scope_, l->name,
+                                      HI::bounds_of_expr_in_scope(l->value, scope_));
     l->body.accept(this);
   }
 
-  void visit(const HI::Let* l) override {
+  void visit(const HI::Let *l) override {
     l->value.accept(this);
-    HI::ScopedBinding<HI::Interval> b(scope_, l->name, HI::bounds_of_expr_in_scope(l->value, scope_));
+    HI::ScopedBinding<HI::Interval> b(scope_, l->name,
+                                      HI::bounds_of_expr_in_scope(l->value, scope_));
     l->body.accept(this);
   }
 
-  void visit(const HI::Allocate* a) override {
+  void visit(const HI::Allocate *a) override {
     if (inBlock_ && a->memory_type == H::MemoryType::GPUShared) {
       int64_t bytes = a->type.bytes();
-      for (const H::Expr& e : a->extents) {
+      for (const H::Expr &e : a->extents) {
         H::Expr hi = HI::find_constant_bound(HI::simplify(e), HI::Direction::Upper, scope_);
         std::optional<int64_t> c;
-        if (hi.defined()) c = HI::as_const_int(HI::simplify(hi));
+        if (hi.defined())
+          c = HI::as_const_int(HI::simplify(hi));
         if (!c)
-          throw std::runtime_error("the GPU shared buffer '" + a->name + "' (kernel at '" + kernel_ +
-                                   "') has no constant bound on its size, so it grows with the input sizes and "
-                                   "the GPU would refuse large launches: the schedule must bound its storage");
+          throw std::runtime_error(
+              "the GPU shared buffer '" + a->name + "' (kernel at '" + kernel_ +
+              "') has no constant bound on its size, so it grows with the input sizes and "
+              "the GPU would refuse large launches: the schedule must bound its storage");
         bytes *= std::max<int64_t>(*c, 0);
       }
       sharedBytes_ += bytes;
@@ -70,7 +79,7 @@ public:
     HI::IRVisitor::visit(a);
   }
 
-  void visit(const HI::For* f) override {
+  void visit(const HI::For *f) override {
     const bool outerBlock = f->for_type == HI::ForType::GPUBlock && !inBlock_;
     if (outerBlock) {
       inBlock_ = true;
@@ -78,15 +87,18 @@ public:
       sharedBytes_ = 0;
       kernel_ = f->name;
     }
-    if (inBlock_ && (f->for_type == HI::ForType::GPUThread || f->for_type == HI::ForType::GPULane)) {
+    if (inBlock_ &&
+        (f->for_type == HI::ForType::GPUThread || f->for_type == HI::ForType::GPULane)) {
       H::Expr hi = HI::find_constant_bound(HI::simplify(f->extent), HI::Direction::Upper, scope_);
       std::optional<int64_t> c;
-      if (hi.defined()) c = HI::as_const_int(HI::simplify(hi));
+      if (hi.defined())
+        c = HI::as_const_int(HI::simplify(hi));
       if (!c)
-        throw std::runtime_error("the GPU thread loop '" + f->name + "' (kernel at '" + kernel_ +
-                                 "') has no constant bound on its extent, so its block size grows with the "
-                                 "input sizes and the GPU would refuse large launches: the schedule must "
-                                 "split it by a constant");
+        throw std::runtime_error(
+            "the GPU thread loop '" + f->name + "' (kernel at '" + kernel_ +
+            "') has no constant bound on its extent, so its block size grows with the "
+            "input sizes and the GPU would refuse large launches: the schedule must "
+            "split it by a constant");
       int d = threadDim(f);
       threads_[d] = std::max(threads_[d], *c);
     }
@@ -113,16 +125,18 @@ private:
       total *= n;
       shape += (d ? " x " : "") + std::to_string(n);
       if (n > kMax[d])
-        throw std::runtime_error("a GPU block of the kernel at '" + kernel_ + "' has " + std::to_string(n) +
-                                 " threads along " + "xyz"[d] + ", more than CUDA's " + std::to_string(kMax[d]));
+        throw std::runtime_error("a GPU block of the kernel at '" + kernel_ + "' has " +
+                                 std::to_string(n) + " threads along " + "xyz"[d] +
+                                 ", more than CUDA's " + std::to_string(kMax[d]));
     }
     if (total > 1024)
-      throw std::runtime_error("a GPU block of the kernel at '" + kernel_ + "' has " + shape + " = " +
-                               std::to_string(total) + " threads, more than CUDA's 1024");
+      throw std::runtime_error("a GPU block of the kernel at '" + kernel_ + "' has " + shape +
+                               " = " + std::to_string(total) + " threads, more than CUDA's 1024");
     if (sharedBytes_ > kMaxShared)
-      throw std::runtime_error("a GPU block of the kernel at '" + kernel_ + "' uses up to " + std::to_string(sharedBytes_) +
-                               " bytes of shared memory, more than the " + std::to_string(kMaxShared) +
-                               " a kernel gets without opting in");
+      throw std::runtime_error("a GPU block of the kernel at '" + kernel_ + "' uses up to " +
+                               std::to_string(sharedBytes_) +
+                               " bytes of shared memory, more than the " +
+                               std::to_string(kMaxShared) + " a kernel gets without opting in");
   }
 
   static constexpr int64_t kMaxShared = 48 * 1024;
@@ -137,7 +151,7 @@ private:
 class LaunchLimitsPass : public HI::IRMutator {
 public:
   using HI::IRMutator::mutate;
-  HI::Stmt mutate(const HI::Stmt& s) override {
+  HI::Stmt mutate(const HI::Stmt &s) override {
     LaunchLimits v;
     s.accept(&v);
     return s;
@@ -146,6 +160,6 @@ public:
 
 } // namespace
 
-void checkGpuLaunchLimits(H::Pipeline& p) { p.add_custom_lowering_pass(new LaunchLimitsPass); }
+void checkGpuLaunchLimits(H::Pipeline &p) { p.add_custom_lowering_pass(new LaunchLimitsPass); }
 
 } // namespace attnc

@@ -10,9 +10,9 @@ namespace attnc {
 // exp(1e30) = 0, erf(inf) = NaN, pow(2, inf) = 0. These keep Halide's function for ordinary
 // arguments and spell out NaN, +-inf, zeros, overflow and subnormal results as C's libm does
 // (and the reference interpreter, which calls it), docs/language.md §6.
-Halide::Expr ieeeExp(const Halide::Expr& x);
-Halide::Expr ieeeLog(const Halide::Expr& x);
-Halide::Expr ieeeErf(const Halide::Expr& x);
-Halide::Expr ieeePow(const Halide::Expr& x, const Halide::Expr& y);
+Halide::Expr ieeeExp(const Halide::Expr &x);
+Halide::Expr ieeeLog(const Halide::Expr &x);
+Halide::Expr ieeeErf(const Halide::Expr &x);
+Halide::Expr ieeePow(const Halide::Expr &x, const Halide::Expr &y);
 
 } // namespace attnc

@@ -14,7 +14,7 @@ using namespace attnc::dsl;
 
 namespace attnc {
 
-void registerAttncDialects(MLIRContext& ctx) {
+void registerAttncDialects(MLIRContext &ctx) {
   ctx.getOrLoadDialect<attn::AttnDialect>();
   ctx.getOrLoadDialect<arith::ArithDialect>();
   ctx.getOrLoadDialect<math::MathDialect>();
@@ -24,13 +24,15 @@ namespace {
 
 class Gen {
 public:
-  Gen(MLIRContext& ctx, StringRef file) : b_(&ctx), file_(b_.getStringAttr(file)) {}
+  Gen(MLIRContext &ctx, StringRef file) : b_(&ctx), file_(b_.getStringAttr(file)) {}
 
-  OwningOpRef<ModuleOp> run(const dsl::Module& m) {
+  OwningOpRef<ModuleOp> run(const dsl::Module &m) {
     OwningOpRef<ModuleOp> mod = ModuleOp::create(b_.getUnknownLoc());
     b_.setInsertionPointToEnd(mod->getBody());
-    for (const auto& k : m.kernels) genKernel(*k);
-    if (failed(verify(*mod))) return nullptr;
+    for (const auto &k : m.kernels)
+      genKernel(*k);
+    if (failed(verify(*mod)))
+      return nullptr;
     return mod;
   }
 
@@ -38,84 +40,101 @@ private:
   OpBuilder b_;
   StringAttr file_;
   std::map<std::string, Value> sizes_, tensors_;
-  std::map<const IndexDecl*, Value> indices_;
-  std::map<const Expr*, Value> lets_;
+  std::map<const IndexDecl *, Value> indices_;
+  std::map<const Expr *, Value> lets_;
   // While generating a softmax score or mask: its `.exclude` reads, with the reductions (inside
   // the softmax body) that enclose each, and the reductions entered so far.
   struct ExcludeRead {
-    const Expr* read;
-    std::vector<const Expr*> reduces;
+    const Expr *read;
+    std::vector<const Expr *> reduces;
   };
-  std::vector<ExcludeRead>* excludes_ = nullptr;
-  std::vector<const Expr*> reduceStack_;
+  std::vector<ExcludeRead> *excludes_ = nullptr;
+  std::vector<const Expr *> reduceStack_;
 
   // Locations in imported files (functions expanded into the kernel) name those files.
-  Location loc(Loc l) { return FileLineColLoc::get(l.file ? b_.getStringAttr(l.file->path) : file_, l.line, l.col); }
+  Location loc(Loc l) {
+    return FileLineColLoc::get(l.file ? b_.getStringAttr(l.file->path) : file_, l.line, l.col);
+  }
 
-  Type elemType(ElemType t) { return t == ElemType::F32 ? (Type)b_.getF32Type() : (Type)b_.getI32Type(); }
+  Type elemType(ElemType t) {
+    return t == ElemType::F32 ? (Type)b_.getF32Type() : (Type)b_.getI32Type();
+  }
 
-  RankedTensorType tensorType(const TensorDecl& t) {
+  RankedTensorType tensorType(const TensorDecl &t) {
     SmallVector<int64_t> shape;
     if (!t.dims.empty())
-      for (const DimSpec& d : t.dims) shape.push_back(d.isStatic() ? d.value : ShapedType::kDynamic);
+      for (const DimSpec &d : t.dims)
+        shape.push_back(d.isStatic() ? d.value : ShapedType::kDynamic);
     else
-      for (const auto& e : t.extents)
+      for (const auto &e : t.extents)
         shape.push_back(e->kind == ExprKind::Number ? (int64_t)e->number : ShapedType::kDynamic);
     return RankedTensorType::get(shape, elemType(t.elemType));
   }
 
-  DictionaryAttr paramAttrs(const TensorDecl& t) {
+  DictionaryAttr paramAttrs(const TensorDecl &t) {
     SmallVector<Attribute> dims;
-    for (const DimSpec& d : t.dims) dims.push_back(b_.getStringAttr(d.str()));
+    for (const DimSpec &d : t.dims)
+      dims.push_back(b_.getStringAttr(d.str()));
     return b_.getDictionaryAttr({b_.getNamedAttr("attn.name", b_.getStringAttr(t.name)),
                                  b_.getNamedAttr("attn.dims", b_.getArrayAttr(dims))});
   }
 
-  void genKernel(const Kernel& k) {
+  void genKernel(const Kernel &k) {
     sizes_.clear();
     tensors_.clear();
     indices_.clear();
     lets_.clear();
     SmallVector<Type> ins, outs;
-    for (const auto& t : k.inputs) ins.push_back(tensorType(*t));
-    for (const auto& t : k.outputs) outs.push_back(tensorType(*t));
+    for (const auto &t : k.inputs)
+      ins.push_back(tensorType(*t));
+    for (const auto &t : k.outputs)
+      outs.push_back(tensorType(*t));
     auto kernel = b_.create<attn::KernelOp>(loc(k.loc), k.name, b_.getFunctionType(ins, outs));
     SmallVector<Attribute> argAttrs, resAttrs;
-    for (const auto& t : k.inputs) argAttrs.push_back(paramAttrs(*t));
-    for (const auto& t : k.outputs) resAttrs.push_back(paramAttrs(*t));
+    for (const auto &t : k.inputs)
+      argAttrs.push_back(paramAttrs(*t));
+    for (const auto &t : k.outputs)
+      resAttrs.push_back(paramAttrs(*t));
     kernel.setArgAttrsAttr(b_.getArrayAttr(argAttrs));
     kernel.setResAttrsAttr(b_.getArrayAttr(resAttrs));
 
     OpBuilder::InsertionGuard guard(b_);
     SmallVector<Location> locs;
-    for (const auto& t : k.inputs) locs.push_back(loc(t->loc));
-    Block* entry = b_.createBlock(&kernel.getBody(), {}, ins, locs);
-    for (size_t i = 0; i < k.inputs.size(); ++i) tensors_[k.inputs[i]->name] = entry->getArgument(i);
-    for (const auto& s : k.sizes) {
-      const DimSpec& d = s.tensor->dims[s.dim];
-      sizes_[s.name] = b_.create<attn::DimOp>(loc(d.loc), b_.getIndexType(), tensors_[s.tensor->name],
-                                              b_.getI64IntegerAttr(s.dim), b_.getStringAttr(s.name));
+    for (const auto &t : k.inputs)
+      locs.push_back(loc(t->loc));
+    Block *entry = b_.createBlock(&kernel.getBody(), {}, ins, locs);
+    for (size_t i = 0; i < k.inputs.size(); ++i)
+      tensors_[k.inputs[i]->name] = entry->getArgument(i);
+    for (const auto &s : k.sizes) {
+      const DimSpec &d = s.tensor->dims[s.dim];
+      sizes_[s.name] =
+          b_.create<attn::DimOp>(loc(d.loc), b_.getIndexType(), tensors_[s.tensor->name],
+                                 b_.getI64IntegerAttr(s.dim), b_.getStringAttr(s.name));
     }
-    for (const auto& r : k.requirements) {
-      if (r.isStatic) continue; // Sema checked it
+    for (const auto &r : k.requirements) {
+      if (r.isStatic)
+        continue; // Sema checked it
       b_.create<attn::RequireOp>(loc(r.loc), gen(*r.cond), b_.getStringAttr(Kernel::failureAt(r)));
     }
-    for (const auto& def : k.defs) genDefinition(*def);
+    for (const auto &def : k.defs)
+      genDefinition(*def);
     SmallVector<Value> results;
-    for (const auto& t : k.outputs) results.push_back(tensors_[t->name]);
+    for (const auto &t : k.outputs)
+      results.push_back(tensors_[t->name]);
     b_.create<attn::ReturnOp>(loc(k.loc), results);
   }
 
-  ArrayAttr indexNames(const std::vector<IndexDecl>& idx) {
+  ArrayAttr indexNames(const std::vector<IndexDecl> &idx) {
     SmallVector<Attribute> names;
-    for (const auto& d : idx) names.push_back(b_.getStringAttr(d.name));
+    for (const auto &d : idx)
+      names.push_back(b_.getStringAttr(d.name));
     return b_.getArrayAttr(names);
   }
 
   // Extents are evaluated outside the region (they depend only on sizes and constants).
-  SmallVector<Value> extents(const std::vector<IndexDecl>& idx) {
+  SmallVector<Value> extents(const std::vector<IndexDecl> &idx) {
     SmallVector<Value> out;
-    for (const auto& d : idx) {
+    for (const auto &d : idx) {
       Value hi = toIndex(gen(*d.range->hi));
       if (isZeroLiteral(*d.range->lo)) {
         out.push_back(hi);
@@ -127,35 +146,39 @@ private:
     return out;
   }
 
-  static bool isZeroLiteral(const Expr& e) { return e.kind == ExprKind::Number && e.number == 0; }
+  static bool isZeroLiteral(const Expr &e) { return e.kind == ExprKind::Number && e.number == 0; }
 
-  // Creates the region's block; maps each index to its argument (shifted by a non-zero lower bound).
-  Block* indexBlock(Region& r, const std::vector<IndexDecl>& idx) {
+  // Creates the region's block; maps each index to its argument (shifted by a non-zero lower
+  // bound).
+  Block *indexBlock(Region &r, const std::vector<IndexDecl> &idx) {
     SmallVector<Type> types(idx.size(), b_.getIndexType());
     SmallVector<Location> locs;
-    for (const auto& d : idx) locs.push_back(loc(d.loc));
-    Block* block = b_.createBlock(&r, {}, types, locs);
+    for (const auto &d : idx)
+      locs.push_back(loc(d.loc));
+    Block *block = b_.createBlock(&r, {}, types, locs);
     for (size_t i = 0; i < idx.size(); ++i) {
       Value v = block->getArgument(i);
-      if (!isZeroLiteral(*idx[i].range->lo)) v = b_.create<arith::AddIOp>(loc(idx[i].loc), v, toIndex(gen(*idx[i].range->lo)));
+      if (!isZeroLiteral(*idx[i].range->lo))
+        v = b_.create<arith::AddIOp>(loc(idx[i].loc), v, toIndex(gen(*idx[i].range->lo)));
       indices_[&idx[i]] = v;
     }
     return block;
   }
 
-  void genDefinition(const Definition& def) {
-    const TensorDecl& t = *def.tensor;
+  void genDefinition(const Definition &def) {
+    const TensorDecl &t = *def.tensor;
     RankedTensorType type = tensorType(t);
     SmallVector<Value> ext = extents(def.indices);
     Location l = loc(def.loc);
     OpBuilder::InsertionGuard guard(b_);
     Value result;
     if (def.rhs->kind == ExprKind::Softmax) {
-      const Expr& sm = *def.rhs;
+      const Expr &sm = *def.rhs;
       SmallVector<int64_t> axes;
-      for (const auto& ax : sm.softmaxAxes)
+      for (const auto &ax : sm.softmaxAxes)
         for (size_t i = 0; i < def.indices.size(); ++i)
-          if (def.indices[i].name == ax) axes.push_back((int64_t)i);
+          if (def.indices[i].name == ax)
+            axes.push_back((int64_t)i);
       auto op = b_.create<attn::SoftmaxOp>(l, type, def.name, ext, indexNames(def.indices), axes);
       result = op;
       OpBuilder::InsertionGuard inner(b_);
@@ -168,11 +191,12 @@ private:
       excludes_ = nullptr;
       // `.exclude` reads mask out the points where they fall outside the tensor (anywhere in the
       // reductions around them).
-      for (const ExcludeRead& x : excluded) {
+      for (const ExcludeRead &x : excluded) {
         Value inRange = genExcludeInRange(x, 0);
         mask = mask ? (Value)b_.create<arith::AndIOp>(loc(sm.loc), mask, inRange) : inRange;
       }
-      if (mask) yields.push_back(mask);
+      if (mask)
+        yields.push_back(mask);
       b_.create<attn::YieldOp>(loc(sm.loc), yields);
     } else {
       auto op = b_.create<attn::DefineOp>(l, type, def.name, ext, indexNames(def.indices));
@@ -189,102 +213,137 @@ private:
   // --- scalar conversions: Int is `index`, Float is f32, Bool is i1 --------------------------
   Value toFloat(Value v) {
     Type t = v.getType();
-    if (t.isF32()) return v;
+    if (t.isF32())
+      return v;
     Location l = v.getLoc();
-    if (t.isIndex()) v = b_.create<arith::IndexCastOp>(l, b_.getI64Type(), v);
+    if (t.isIndex())
+      v = b_.create<arith::IndexCastOp>(l, b_.getI64Type(), v);
     return b_.create<arith::SIToFPOp>(l, b_.getF32Type(), v);
   }
   Value toIndex(Value v) {
-    if (v.getType().isIndex()) return v;
+    if (v.getType().isIndex())
+      return v;
     return b_.create<arith::IndexCastOp>(v.getLoc(), b_.getIndexType(), v);
   }
   Value toI32(Value v) {
-    if (v.getType().isInteger(32)) return v;
+    if (v.getType().isInteger(32))
+      return v;
     return b_.create<arith::IndexCastOp>(v.getLoc(), b_.getI32Type(), v);
   }
   Value toType(Value v, ScalarType t) { return t == ScalarType::Float ? toFloat(v) : v; }
 
-  Value gen(const Expr& e) {
+  Value gen(const Expr &e) {
     Location l = loc(e.loc);
     switch (e.kind) {
     case ExprKind::Number:
-      if (e.isIntLiteral) return b_.create<arith::ConstantIndexOp>(l, (int64_t)e.number);
+      if (e.isIntLiteral)
+        return b_.create<arith::ConstantIndexOp>(l, (int64_t)e.number);
       return b_.create<arith::ConstantOp>(l, b_.getF32FloatAttr((float)e.number));
     case ExprKind::Ident:
       switch (e.identKind) {
-      case IdentKind::Index: return indices_.at(e.index);
-      case IdentKind::Size: return sizes_.at(e.name);
+      case IdentKind::Index:
+        return indices_.at(e.index);
+      case IdentKind::Size:
+        return sizes_.at(e.name);
       case IdentKind::Const:
-        if (e.type == ScalarType::Int) return b_.create<arith::ConstantIndexOp>(l, (int64_t)e.constValue);
+        if (e.type == ScalarType::Int)
+          return b_.create<arith::ConstantIndexOp>(l, (int64_t)e.constValue);
         return b_.create<arith::ConstantOp>(l, b_.getF32FloatAttr((float)e.constValue));
-      case IdentKind::Let: return lets_.at(e.let);
-      case IdentKind::Unresolved: break;
+      case IdentKind::Let:
+        return lets_.at(e.let);
+      case IdentKind::Unresolved:
+        break;
       }
       llvm_unreachable("unresolved identifier after Sema");
     case ExprKind::Read: {
       SmallVector<Value> idx;
-      for (const auto& a : e.args) idx.push_back(toIndex(gen(*a)));
+      for (const auto &a : e.args)
+        idx.push_back(toIndex(gen(*a)));
       Value t = tensors_.at(e.name);
       std::string boundary = e.boundary.empty() ? "none" : e.boundary;
       if (boundary == "exclude") {
         // Read as zero; the softmax masks the point out where the read is out of range.
         boundary = "zero";
-        if (excludes_) excludes_->push_back({&e, reduceStack_});
+        if (excludes_)
+          excludes_->push_back({&e, reduceStack_});
       }
-      Value v = b_.create<attn::ReadOp>(l, cast<RankedTensorType>(t.getType()).getElementType(), t, idx,
-                                        b_.getStringAttr(boundary));
+      Value v = b_.create<attn::ReadOp>(l, cast<RankedTensorType>(t.getType()).getElementType(), t,
+                                        idx, b_.getStringAttr(boundary));
       return v.getType().isInteger(32) ? toIndex(v) : v;
     }
-    case ExprKind::Call: return genCall(e);
+    case ExprKind::Call:
+      return genCall(e);
     case ExprKind::Unary: {
       Value x = gen(*e.args[0]);
-      if (e.name == "!") return b_.create<arith::XOrIOp>(l, x, b_.create<arith::ConstantIntOp>(l, 1, 1));
-      if (x.getType().isF32()) return b_.create<arith::NegFOp>(l, x);
+      if (e.name == "!")
+        return b_.create<arith::XOrIOp>(l, x, b_.create<arith::ConstantIntOp>(l, 1, 1));
+      if (x.getType().isF32())
+        return b_.create<arith::NegFOp>(l, x);
       return b_.create<arith::SubIOp>(l, b_.create<arith::ConstantIndexOp>(l, 0), x);
     }
-    case ExprKind::Binary: return genBinary(e);
-    case ExprKind::Reduce: return genReduce(e);
+    case ExprKind::Binary:
+      return genBinary(e);
+    case ExprKind::Reduce:
+      return genReduce(e);
     case ExprKind::Let: {
       // The value is computed once, where the let stands; every use refers to that SSA value.
       lets_[&e] = gen(*e.args[0]);
       return gen(*e.body);
     }
-    case ExprKind::Softmax: break;
+    case ExprKind::Softmax:
+      break;
     }
     llvm_unreachable("softmax below the top of a definition is rejected by Sema");
   }
 
-  Value genBinary(const Expr& e) {
+  Value genBinary(const Expr &e) {
     Location l = loc(e.loc);
-    const std::string& op = e.name;
+    const std::string &op = e.name;
     Value a = gen(*e.args[0]), c = gen(*e.args[1]);
-    if (op == "&&") return b_.create<arith::AndIOp>(l, a, c);
-    if (op == "||") return b_.create<arith::OrIOp>(l, a, c);
+    if (op == "&&")
+      return b_.create<arith::AndIOp>(l, a, c);
+    if (op == "||")
+      return b_.create<arith::OrIOp>(l, a, c);
     bool isFloat = a.getType().isF32() || c.getType().isF32();
-    if (isFloat) a = toFloat(a), c = toFloat(c);
+    if (isFloat)
+      a = toFloat(a), c = toFloat(c);
     if (op == "<" || op == "<=" || op == ">" || op == ">=" || op == "==" || op == "!=") {
       if (isFloat) {
-        auto p = op == "<" ? arith::CmpFPredicate::OLT : op == "<=" ? arith::CmpFPredicate::OLE
-               : op == ">" ? arith::CmpFPredicate::OGT : op == ">=" ? arith::CmpFPredicate::OGE
-               : op == "==" ? arith::CmpFPredicate::OEQ : arith::CmpFPredicate::UNE;
+        auto p = op == "<"    ? arith::CmpFPredicate::OLT
+                 : op == "<=" ? arith::CmpFPredicate::OLE
+                 : op == ">"  ? arith::CmpFPredicate::OGT
+                 : op == ">=" ? arith::CmpFPredicate::OGE
+                 : op == "==" ? arith::CmpFPredicate::OEQ
+                              : arith::CmpFPredicate::UNE;
         return b_.create<arith::CmpFOp>(l, p, a, c);
       }
-      auto p = op == "<" ? arith::CmpIPredicate::slt : op == "<=" ? arith::CmpIPredicate::sle
-             : op == ">" ? arith::CmpIPredicate::sgt : op == ">=" ? arith::CmpIPredicate::sge
-             : op == "==" ? arith::CmpIPredicate::eq : arith::CmpIPredicate::ne;
+      auto p = op == "<"    ? arith::CmpIPredicate::slt
+               : op == "<=" ? arith::CmpIPredicate::sle
+               : op == ">"  ? arith::CmpIPredicate::sgt
+               : op == ">=" ? arith::CmpIPredicate::sge
+               : op == "==" ? arith::CmpIPredicate::eq
+                            : arith::CmpIPredicate::ne;
       return b_.create<arith::CmpIOp>(l, p, a, c);
     }
     if (isFloat) {
-      if (op == "+") return b_.create<arith::AddFOp>(l, a, c);
-      if (op == "-") return b_.create<arith::SubFOp>(l, a, c);
-      if (op == "*") return b_.create<arith::MulFOp>(l, a, c);
-      if (op == "/") return b_.create<arith::DivFOp>(l, a, c);
+      if (op == "+")
+        return b_.create<arith::AddFOp>(l, a, c);
+      if (op == "-")
+        return b_.create<arith::SubFOp>(l, a, c);
+      if (op == "*")
+        return b_.create<arith::MulFOp>(l, a, c);
+      if (op == "/")
+        return b_.create<arith::DivFOp>(l, a, c);
     } else {
-      if (op == "+") return b_.create<arith::AddIOp>(l, a, c);
-      if (op == "-") return b_.create<arith::SubIOp>(l, a, c);
-      if (op == "*") return b_.create<arith::MulIOp>(l, a, c);
+      if (op == "+")
+        return b_.create<arith::AddIOp>(l, a, c);
+      if (op == "-")
+        return b_.create<arith::SubIOp>(l, a, c);
+      if (op == "*")
+        return b_.create<arith::MulIOp>(l, a, c);
       // Integer division rounds toward negative infinity; `%` takes the divisor's sign.
-      if (op == "/") return b_.create<arith::FloorDivSIOp>(l, a, c);
+      if (op == "/")
+        return b_.create<arith::FloorDivSIOp>(l, a, c);
       if (op == "%") {
         Value q = b_.create<arith::FloorDivSIOp>(l, a, c);
         return b_.create<arith::SubIOp>(l, a, b_.create<arith::MulIOp>(l, q, c));
@@ -293,9 +352,9 @@ private:
     llvm_unreachable("operator checked by Sema");
   }
 
-  Value genCall(const Expr& e) {
+  Value genCall(const Expr &e) {
     Location l = loc(e.loc);
-    const std::string& n = e.name;
+    const std::string &n = e.name;
     if (n == "select") {
       Value c = gen(*e.args[0]);
       Value x = toType(gen(*e.args[1]), e.type), y = toType(gen(*e.args[2]), e.type);
@@ -304,61 +363,80 @@ private:
     if (n == "min" || n == "max") {
       Value x = toType(gen(*e.args[0]), e.type), y = toType(gen(*e.args[1]), e.type);
       if (e.type == ScalarType::Float)
-        return n == "min" ? (Value)b_.create<arith::MinimumFOp>(l, x, y) : (Value)b_.create<arith::MaximumFOp>(l, x, y);
-      return n == "min" ? (Value)b_.create<arith::MinSIOp>(l, x, y) : (Value)b_.create<arith::MaxSIOp>(l, x, y);
+        return n == "min" ? (Value)b_.create<arith::MinimumFOp>(l, x, y)
+                          : (Value)b_.create<arith::MaximumFOp>(l, x, y);
+      return n == "min" ? (Value)b_.create<arith::MinSIOp>(l, x, y)
+                        : (Value)b_.create<arith::MaxSIOp>(l, x, y);
     }
-    if (n == "abs" && e.type == ScalarType::Int) return b_.create<math::AbsIOp>(l, gen(*e.args[0]));
+    if (n == "abs" && e.type == ScalarType::Int)
+      return b_.create<math::AbsIOp>(l, gen(*e.args[0]));
     Value x = toFloat(gen(*e.args[0]));
-    if (n == "exp") return b_.create<math::ExpOp>(l, x);
-    if (n == "log") return b_.create<math::LogOp>(l, x);
-    if (n == "sqrt") return b_.create<math::SqrtOp>(l, x);
-    if (n == "rsqrt") return b_.create<math::RsqrtOp>(l, x);
-    if (n == "sin") return b_.create<math::SinOp>(l, x);
-    if (n == "cos") return b_.create<math::CosOp>(l, x);
-    if (n == "tanh") return b_.create<math::TanhOp>(l, x);
-    if (n == "erf") return b_.create<math::ErfOp>(l, x);
-    if (n == "abs") return b_.create<math::AbsFOp>(l, x);
-    if (n == "floor") return b_.create<math::FloorOp>(l, x);
+    if (n == "exp")
+      return b_.create<math::ExpOp>(l, x);
+    if (n == "log")
+      return b_.create<math::LogOp>(l, x);
+    if (n == "sqrt")
+      return b_.create<math::SqrtOp>(l, x);
+    if (n == "rsqrt")
+      return b_.create<math::RsqrtOp>(l, x);
+    if (n == "sin")
+      return b_.create<math::SinOp>(l, x);
+    if (n == "cos")
+      return b_.create<math::CosOp>(l, x);
+    if (n == "tanh")
+      return b_.create<math::TanhOp>(l, x);
+    if (n == "erf")
+      return b_.create<math::ErfOp>(l, x);
+    if (n == "abs")
+      return b_.create<math::AbsFOp>(l, x);
+    if (n == "floor")
+      return b_.create<math::FloorOp>(l, x);
     if (n == "ifloor") {
       // floor, clamped to the 32-bit range (the language's ints), then converted; NaN becomes
       // the lowest int (maxnumf returns its other operand for a NaN).
       Value f = b_.create<math::FloorOp>(l, x);
       Value lo = b_.create<arith::ConstantOp>(l, b_.getF32FloatAttr(-2147483648.0f));
-      Value hi = b_.create<arith::ConstantOp>(l, b_.getF32FloatAttr(2147483520.0f)); // largest f32 below 2^31
+      Value hi = b_.create<arith::ConstantOp>(
+          l, b_.getF32FloatAttr(2147483520.0f)); // largest f32 below 2^31
       f = b_.create<arith::MinimumFOp>(l, b_.create<arith::MaxNumFOp>(l, f, lo), hi);
       Value i = b_.create<arith::FPToSIOp>(l, b_.getI32Type(), f);
       return b_.create<arith::IndexCastOp>(l, b_.getIndexType(), i);
     }
-    if (n == "pow") return b_.create<math::PowFOp>(l, x, toFloat(gen(*e.args[1])));
+    if (n == "pow")
+      return b_.create<math::PowFOp>(l, x, toFloat(gen(*e.args[1])));
     llvm_unreachable("builtin checked by Sema");
   }
 
   // A bare index whose range starts at 0 is always inside the dimension it subscripts (Sema
   // checked that its extent is that dimension's).
-  static bool alwaysInRange(const Expr& sub) {
+  static bool alwaysInRange(const Expr &sub) {
     return sub.kind == ExprKind::Ident && sub.identKind == IdentKind::Index && sub.index->range &&
            isZeroLiteral(*sub.index->range->lo);
   }
 
-  static bool usesAny(const Expr& e, const std::vector<IndexDecl>& idx) {
+  static bool usesAny(const Expr &e, const std::vector<IndexDecl> &idx) {
     if (e.kind == ExprKind::Ident && e.identKind == IdentKind::Index)
-      for (const auto& d : idx)
-        if (e.index == &d) return true;
-    for (const auto& a : e.args)
-      if (usesAny(*a, idx)) return true;
+      for (const auto &d : idx)
+        if (e.index == &d)
+          return true;
+    for (const auto &a : e.args)
+      if (usesAny(*a, idx))
+        return true;
     return (e.body && usesAny(*e.body, idx)) || (e.where && usesAny(*e.where, idx));
   }
 
   // Whether every subscript of read `e` is inside its tensor, at the current insertion point.
-  Value inRange(const Expr& e) {
+  Value inRange(const Expr &e) {
     Location l = loc(e.loc);
     Value all;
     for (size_t i = 0; i < e.args.size(); ++i) {
-      if (alwaysInRange(*e.args[i])) continue;
+      if (alwaysInRange(*e.args[i]))
+        continue;
       Value idx = toIndex(gen(*e.args[i]));
       Value ext = toIndex(gen(*e.tensor->extents[i]));
       Value zero = b_.create<arith::ConstantIndexOp>(l, 0);
-      Value lo = b_.create<arith::CmpIOp>(l, arith::CmpIPredicate::sge, idx, zero); // in order, for stable output
+      Value lo = b_.create<arith::CmpIOp>(l, arith::CmpIPredicate::sge, idx,
+                                          zero); // in order, for stable output
       Value hi = b_.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt, idx, ext);
       Value ok = b_.create<arith::AndIOp>(l, lo, hi);
       all = all ? (Value)b_.create<arith::AndIOp>(l, all, ok) : ok;
@@ -369,16 +447,20 @@ private:
   // The in-range condition of an `.exclude` read at the softmax body's level. A read inside
   // reductions is in range only if it is at every point of their domains: this rebuilds those
   // reductions as a "max" of an out-of-range flag (an empty domain never reads, so never masks).
-  Value genExcludeInRange(const ExcludeRead& x, size_t level) {
+  Value genExcludeInRange(const ExcludeRead &x, size_t level) {
     Location l = loc(x.read->loc);
-    if (level == x.reduces.size()) return inRange(*x.read);
-    const Expr& r = *x.reduces[level];
+    if (level == x.reduces.size())
+      return inRange(*x.read);
+    const Expr &r = *x.reduces[level];
     // Reductions that no checked subscript depends on need not be rebuilt.
     bool needed = false;
-    for (const auto& a : x.read->args) needed |= !alwaysInRange(*a) && usesAny(*a, r.reduceIndices);
-    if (!needed) return genExcludeInRange(x, level + 1);
+    for (const auto &a : x.read->args)
+      needed |= !alwaysInRange(*a) && usesAny(*a, r.reduceIndices);
+    if (!needed)
+      return genExcludeInRange(x, level + 1);
     SmallVector<Value> ext = extents(r.reduceIndices);
-    auto op = b_.create<attn::ReduceOp>(l, b_.getI32Type(), "max", ext, indexNames(r.reduceIndices));
+    auto op =
+        b_.create<attn::ReduceOp>(l, b_.getI32Type(), "max", ext, indexNames(r.reduceIndices));
     {
       OpBuilder::InsertionGuard guard(b_);
       indexBlock(op.getBody(), r.reduceIndices);
@@ -388,17 +470,18 @@ private:
       out = b_.create<arith::SelectOp>(l, ok, in, out);
       b_.create<attn::YieldOp>(l, ValueRange{out});
     }
-    return b_.create<arith::CmpIOp>(l, arith::CmpIPredicate::ne, op.getResult(), b_.create<arith::ConstantIntOp>(l, 1, 32));
+    return b_.create<arith::CmpIOp>(l, arith::CmpIPredicate::ne, op.getResult(),
+                                    b_.create<arith::ConstantIntOp>(l, 1, 32));
   }
 
-  Value genReduce(const Expr& e) {
+  Value genReduce(const Expr &e) {
     Location l = loc(e.loc);
     Type resultType = e.type == ScalarType::Float ? (Type)b_.getF32Type() : (Type)b_.getI32Type();
     SmallVector<Value> ext = extents(e.reduceIndices);
     bool mean = e.reduceKind == ReduceKind::Mean;
     // mean(...) x is sum(...) x divided by the number of points of the domain.
-    auto op = b_.create<attn::ReduceOp>(l, resultType, mean ? "sum" : reduceKindName(e.reduceKind), ext,
-                                        indexNames(e.reduceIndices));
+    auto op = b_.create<attn::ReduceOp>(l, resultType, mean ? "sum" : reduceKindName(e.reduceKind),
+                                        ext, indexNames(e.reduceIndices));
     {
       OpBuilder::InsertionGuard guard(b_);
       indexBlock(op.getBody(), e.reduceIndices);
@@ -424,7 +507,7 @@ private:
 
 } // namespace
 
-OwningOpRef<ModuleOp> mlirGen(MLIRContext& ctx, const dsl::Module& m, StringRef filename) {
+OwningOpRef<ModuleOp> mlirGen(MLIRContext &ctx, const dsl::Module &m, StringRef filename) {
   registerAttncDialects(ctx);
   return Gen(ctx, filename).run(m);
 }

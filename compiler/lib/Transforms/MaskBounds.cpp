@@ -1,4 +1,5 @@
-// attn-mask-bounds: finds affine bounds on softmax axes in softmax masks, and the sums they carry over to.
+// attn-mask-bounds: finds affine bounds on softmax axes in softmax masks, and the sums they carry
+// over to.
 //
 // A causal softmax `softmax(j where j <= i)` gives probability 0 to every key j > i, yet its max
 // and sum and the contraction `o = sum(j) p(.., j) * v(.., j, e)` would run over all keys. When a
@@ -37,43 +38,53 @@ struct Linear {
 
   std::optional<Linear> scaled(int64_t k) const {
     Linear r;
-    for (auto& [v, c] : args) {
+    for (auto &[v, c] : args) {
       auto p = llvm::checkedMul(c, k);
-      if (!p) return std::nullopt;
-      if (*p) r.args[v] = *p;
+      if (!p)
+        return std::nullopt;
+      if (*p)
+        r.args[v] = *p;
     }
-    for (auto& [s, c] : sizes) {
+    for (auto &[s, c] : sizes) {
       auto p = llvm::checkedMul(c, k);
-      if (!p) return std::nullopt;
-      if (*p) r.sizes[s] = *p;
+      if (!p)
+        return std::nullopt;
+      if (*p)
+        r.sizes[s] = *p;
     }
     auto p = llvm::checkedMul(constant, k);
-    if (!p) return std::nullopt;
+    if (!p)
+      return std::nullopt;
     r.constant = *p;
     return r;
   }
-  std::optional<Linear> plus(const Linear& o) const {
+  std::optional<Linear> plus(const Linear &o) const {
     Linear r = *this;
-    for (auto& [v, c] : o.args) {
+    for (auto &[v, c] : o.args) {
       auto s = llvm::checkedAdd(r.args.lookup(v), c);
-      if (!s) return std::nullopt;
+      if (!s)
+        return std::nullopt;
       r.args[v] = *s;
     }
-    for (auto& [n, c] : o.sizes) {
+    for (auto &[n, c] : o.sizes) {
       auto s = llvm::checkedAdd(r.sizes[n], c);
-      if (!s) return std::nullopt;
+      if (!s)
+        return std::nullopt;
       r.sizes[n] = *s;
     }
     auto s = llvm::checkedAdd(r.constant, o.constant);
-    if (!s) return std::nullopt;
+    if (!s)
+      return std::nullopt;
     r.constant = *s;
-    r.args.remove_if([](const auto& kv) { return kv.second == 0; });
-    for (auto it = r.sizes.begin(); it != r.sizes.end();) it = it->second == 0 ? r.sizes.erase(it) : std::next(it);
+    r.args.remove_if([](const auto &kv) { return kv.second == 0; });
+    for (auto it = r.sizes.begin(); it != r.sizes.end();)
+      it = it->second == 0 ? r.sizes.erase(it) : std::next(it);
     return r;
   }
-  std::optional<Linear> minus(const Linear& o) const {
+  std::optional<Linear> minus(const Linear &o) const {
     auto n = o.scaled(-1);
-    if (!n) return std::nullopt;
+    if (!n)
+      return std::nullopt;
     return plus(*n);
   }
   int64_t coefficient(Value v) const { return args.lookup(v); }
@@ -81,22 +92,26 @@ struct Linear {
 
 std::optional<int64_t> constantOf(Value v) {
   IntegerAttr a;
-  if (auto c = v.getDefiningOp<arith::ConstantOp>()) a = dyn_cast<IntegerAttr>(c.getValue());
-  if (!a) return std::nullopt;
+  if (auto c = v.getDefiningOp<arith::ConstantOp>())
+    a = dyn_cast<IntegerAttr>(c.getValue());
+  if (!a)
+    return std::nullopt;
   return a.getValue().getSExtValue();
 }
 
 // The affine form of an integer value built from indices, sizes and constants with +, - and
 // multiplication by a constant; nullopt for anything else (a read, a division, a select, ...).
 std::optional<Linear> linearOf(Value v, int depth = 0) {
-  if (depth > 64) return std::nullopt;
-  if (!v.getType().isIndex() && !v.getType().isInteger(32) && !v.getType().isInteger(64)) return std::nullopt;
+  if (depth > 64)
+    return std::nullopt;
+  if (!v.getType().isIndex() && !v.getType().isInteger(32) && !v.getType().isInteger(64))
+    return std::nullopt;
   Linear r;
   if (auto ba = dyn_cast<BlockArgument>(v)) {
     r.args[v] = 1;
     return r;
   }
-  Operation* d = v.getDefiningOp();
+  Operation *d = v.getDefiningOp();
   if (auto dim = dyn_cast<attn::DimOp>(d)) {
     r.sizes[dim.getSize().str()] = 1;
     return r;
@@ -105,23 +120,31 @@ std::optional<Linear> linearOf(Value v, int depth = 0) {
     r.constant = *c;
     return r;
   }
-  if (isa<arith::IndexCastOp>(d)) return linearOf(d->getOperand(0), depth + 1);
-  if (!isa<arith::AddIOp, arith::SubIOp, arith::MulIOp>(d)) return std::nullopt;
+  if (isa<arith::IndexCastOp>(d))
+    return linearOf(d->getOperand(0), depth + 1);
+  if (!isa<arith::AddIOp, arith::SubIOp, arith::MulIOp>(d))
+    return std::nullopt;
   auto a = linearOf(d->getOperand(0), depth + 1), b = linearOf(d->getOperand(1), depth + 1);
-  if (!a || !b) return std::nullopt;
-  if (isa<arith::AddIOp>(d)) return a->plus(*b);
-  if (isa<arith::SubIOp>(d)) return a->minus(*b);
+  if (!a || !b)
+    return std::nullopt;
+  if (isa<arith::AddIOp>(d))
+    return a->plus(*b);
+  if (isa<arith::SubIOp>(d))
+    return a->minus(*b);
   bool aConst = a->args.empty() && a->sizes.empty(), bConst = b->args.empty() && b->sizes.empty();
-  if (aConst) return b->scaled(a->constant);
-  if (bConst) return a->scaled(b->constant);
+  if (aConst)
+    return b->scaled(a->constant);
+  if (bConst)
+    return a->scaled(b->constant);
   return std::nullopt; // a product of two variable terms is not affine
 }
 
 // The comparisons whose conjunction is `mask` (an `&&` tree); other operands are dropped, which
 // only weakens what is known about the masked set.
 // Returns false when some operand was dropped.
-bool conjuncts(Value mask, SmallVectorImpl<arith::CmpIOp>& out, int depth = 0) {
-  if (depth > 64) return false;
+bool conjuncts(Value mask, SmallVectorImpl<arith::CmpIOp> &out, int depth = 0) {
+  if (depth > 64)
+    return false;
   if (auto a = mask.getDefiningOp<arith::AndIOp>()) {
     bool l = conjuncts(a.getLhs(), out, depth + 1);
     return conjuncts(a.getRhs(), out, depth + 1) && l;
@@ -136,51 +159,61 @@ bool conjuncts(Value mask, SmallVectorImpl<arith::CmpIOp>& out, int depth = 0) {
 // A comparison as facts `E >= 0` (two for ==; none for != and unsigned predicates).
 SmallVector<Linear> nonNegativeForms(arith::CmpIOp c) {
   auto l = linearOf(c.getLhs()), r = linearOf(c.getRhs());
-  if (!l || !r) return {};
+  if (!l || !r)
+    return {};
   Linear one;
   one.constant = 1;
-  auto diff = [](std::optional<Linear> x) { return x ? SmallVector<Linear>{*x} : SmallVector<Linear>{}; };
+  auto diff = [](std::optional<Linear> x) {
+    return x ? SmallVector<Linear>{*x} : SmallVector<Linear>{};
+  };
   switch (c.getPredicate()) {
-  case arith::CmpIPredicate::sge: return diff(l->minus(*r));              // l - r >= 0
-  case arith::CmpIPredicate::sle: return diff(r->minus(*l));              // r - l >= 0
-  case arith::CmpIPredicate::sgt: {                                       // l - r - 1 >= 0
+  case arith::CmpIPredicate::sge:
+    return diff(l->minus(*r)); // l - r >= 0
+  case arith::CmpIPredicate::sle:
+    return diff(r->minus(*l));      // r - l >= 0
+  case arith::CmpIPredicate::sgt: { // l - r - 1 >= 0
     auto d = l->minus(*r);
     return d ? diff(d->minus(one)) : SmallVector<Linear>{};
   }
-  case arith::CmpIPredicate::slt: {                                       // r - l - 1 >= 0
+  case arith::CmpIPredicate::slt: { // r - l - 1 >= 0
     auto d = r->minus(*l);
     return d ? diff(d->minus(one)) : SmallVector<Linear>{};
   }
   case arith::CmpIPredicate::eq: {
     auto a = l->minus(*r), b = r->minus(*l);
-    if (!a || !b) return {};
+    if (!a || !b)
+      return {};
     return {*a, *b};
   }
-  default: return {};
+  default:
+    return {};
   }
 }
 
 // Builds affine expressions over a fixed list of dimensions (block arguments) and a growing list
 // of symbols (size names).
 struct AffineBuilder {
-  MLIRContext* ctx;
+  MLIRContext *ctx;
   SmallVector<Value> dims;
   SmallVector<std::string> symbols;
 
-  unsigned symbol(const std::string& name) {
+  unsigned symbol(const std::string &name) {
     auto it = llvm::find(symbols, name);
-    if (it != symbols.end()) return it - symbols.begin();
+    if (it != symbols.end())
+      return it - symbols.begin();
     symbols.push_back(name);
     return symbols.size() - 1;
   }
-  std::optional<AffineExpr> build(const Linear& l) {
+  std::optional<AffineExpr> build(const Linear &l) {
     AffineExpr e = getAffineConstantExpr(l.constant, ctx);
-    for (auto& [v, c] : l.args) {
+    for (auto &[v, c] : l.args) {
       auto it = llvm::find(dims, v);
-      if (it == dims.end()) return std::nullopt;
+      if (it == dims.end())
+        return std::nullopt;
       e = e + getAffineDimExpr(it - dims.begin(), ctx) * c;
     }
-    for (auto& [s, c] : l.sizes) e = e + getAffineSymbolExpr(symbol(s), ctx) * c;
+    for (auto &[s, c] : l.sizes)
+      e = e + getAffineSymbolExpr(symbol(s), ctx) * c;
     return e;
   }
 };
@@ -191,29 +224,35 @@ struct Bounds {
   bool empty() const { return lower.empty() && upper.empty(); }
 };
 
-DictionaryAttr boundsEntry(MLIRContext* ctx, int64_t index, const Bounds& b, const AffineBuilder& ab, StringRef from,
-                          bool exact = false) {
+DictionaryAttr boundsEntry(MLIRContext *ctx, int64_t index, const Bounds &b,
+                           const AffineBuilder &ab, StringRef from, bool exact = false) {
   Builder bld(ctx);
   SmallVector<NamedAttribute> f{bld.getNamedAttr("index", bld.getI64IntegerAttr(index))};
-  if (exact) f.push_back(bld.getNamedAttr("exact", bld.getUnitAttr()));
+  if (exact)
+    f.push_back(bld.getNamedAttr("exact", bld.getUnitAttr()));
   auto map = [&](ArrayRef<AffineExpr> es) {
     SmallVector<AffineExpr> simple;
-    for (AffineExpr e : es) simple.push_back(simplifyAffineExpr(e, ab.dims.size(), ab.symbols.size()));
+    for (AffineExpr e : es)
+      simple.push_back(simplifyAffineExpr(e, ab.dims.size(), ab.symbols.size()));
     return AffineMapAttr::get(AffineMap::get(ab.dims.size(), ab.symbols.size(), simple, ctx));
   };
-  if (!b.lower.empty()) f.push_back(bld.getNamedAttr("lower", map(b.lower)));
-  if (!b.upper.empty()) f.push_back(bld.getNamedAttr("upper", map(b.upper)));
+  if (!b.lower.empty())
+    f.push_back(bld.getNamedAttr("lower", map(b.lower)));
+  if (!b.upper.empty())
+    f.push_back(bld.getNamedAttr("upper", map(b.upper)));
   SmallVector<StringRef> syms(ab.symbols.begin(), ab.symbols.end());
   f.push_back(bld.getNamedAttr("sizes", bld.getStrArrayAttr(syms)));
-  if (!from.empty()) f.push_back(bld.getNamedAttr("from", bld.getStringAttr(from)));
+  if (!from.empty())
+    f.push_back(bld.getNamedAttr("from", bld.getStringAttr(from)));
   return bld.getDictionaryAttr(f);
 }
 
 // --- softmax axes ------------------------------------------------------------------------------
 
 void boundSoftmax(attn::SoftmaxOp op) {
-  if (!op.hasMask()) return;
-  Block& body = op.getBody().front();
+  if (!op.hasMask())
+    return;
+  Block &body = op.getBody().front();
   SmallVector<arith::CmpIOp> cmps;
   // Exact: the mask is nothing but the facts, so a point inside every bound is unmasked.
   bool allFacts = conjuncts(cast<attn::YieldOp>(body.getTerminator()).getValues()[1], cmps);
@@ -223,51 +262,67 @@ void boundSoftmax(attn::SoftmaxOp op) {
     allFacts &= !f.empty();
     facts.append(f);
   }
-  if (facts.empty()) return;
+  if (facts.empty())
+    return;
 
-  AffineBuilder ab{op.getContext(), SmallVector<Value>(body.getArguments().begin(), body.getArguments().end()), {}};
+  AffineBuilder ab{op.getContext(),
+                   SmallVector<Value>(body.getArguments().begin(), body.getArguments().end()),
+                   {}};
   ArrayRef<int64_t> axes = op.getAxes();
   SmallVector<Attribute> entries;
   for (int64_t a : axes) {
     // A window axis (constant extent) is short and its loop is unrolled by the window schedules;
     // a bound there would only add per-point arithmetic.
-    if (constantOf(op.getExtents()[a])) continue;
+    if (constantOf(op.getExtents()[a]))
+      continue;
     Value axis = body.getArgument(a);
     Bounds b;
     size_t used = 0;
-    for (const Linear& f : facts) {
+    for (const Linear &f : facts) {
       int64_t c = f.coefficient(axis);
-      if (c == 0) continue;
+      if (c == 0)
+        continue;
       Linear rest = f;
       rest.args.erase(axis);
       // The bound may use the rows (the non-axis indices) and sizes, never another axis: the
       // reduction over several axes is a box, so each axis's range must not depend on the others.
       bool rows = true;
-      for (auto& [v, k] : rest.args) rows &= llvm::find(axes, (int64_t)cast<BlockArgument>(v).getArgNumber()) == axes.end();
-      if (!rows) continue;
+      for (auto &[v, k] : rest.args)
+        rows &= llvm::find(axes, (int64_t)cast<BlockArgument>(v).getArgNumber()) == axes.end();
+      if (!rows)
+        continue;
       auto r = ab.build(rest);
-      if (!r) continue;
+      if (!r)
+        continue;
       // c * axis + R >= 0: axis >= ceil(-R / c) for c > 0, axis <= floor(R / -c) for c < 0.
-      if (c > 0) b.lower.push_back((-*r).ceilDiv(c));
-      else b.upper.push_back(r->floorDiv(-c) + 1);
+      if (c > 0)
+        b.lower.push_back((-*r).ceilDiv(c));
+      else
+        b.upper.push_back(r->floorDiv(-c) + 1);
       ++used;
     }
     // Exact when every fact became a bound of this axis: the fully visible part of the axis then
     // needs no mask test (the online softmax's full key tiles).
-    if (!b.empty()) entries.push_back(boundsEntry(op.getContext(), a, b, ab, "", allFacts && used == facts.size()));
+    if (!b.empty())
+      entries.push_back(
+          boundsEntry(op.getContext(), a, b, ab, "", allFacts && used == facts.size()));
   }
-  if (!entries.empty()) op->setAttr(attn::kBoundsAttr, ArrayAttr::get(op.getContext(), entries));
+  if (!entries.empty())
+    op->setAttr(attn::kBoundsAttr, ArrayAttr::get(op.getContext(), entries));
 }
 
 // --- sums over a bounded axis ------------------------------------------------------------------
 
 // Reads whose value zero makes `v` zero: `v` itself, or a factor of a product, the numerator of
 // a quotient, a negation, or both arms of a select.
-void zeroFactors(Value v, SmallVectorImpl<attn::ReadOp>& out, int depth = 0) {
-  if (depth > 64) return;
-  Operation* d = v.getDefiningOp();
-  if (!d) return;
-  if (auto r = dyn_cast<attn::ReadOp>(d)) out.push_back(r);
+void zeroFactors(Value v, SmallVectorImpl<attn::ReadOp> &out, int depth = 0) {
+  if (depth > 64)
+    return;
+  Operation *d = v.getDefiningOp();
+  if (!d)
+    return;
+  if (auto r = dyn_cast<attn::ReadOp>(d))
+    out.push_back(r);
   else if (isa<arith::MulFOp>(d)) {
     zeroFactors(d->getOperand(0), out, depth + 1);
     zeroFactors(d->getOperand(1), out, depth + 1);
@@ -278,99 +333,121 @@ void zeroFactors(Value v, SmallVectorImpl<attn::ReadOp>& out, int depth = 0) {
     zeroFactors(s.getTrueValue(), t, depth + 1);
     zeroFactors(s.getFalseValue(), f, depth + 1);
     for (attn::ReadOp r : t)
-      if (llvm::is_contained(f, r)) out.push_back(r);
+      if (llvm::is_contained(f, r))
+        out.push_back(r);
   }
 }
 
-Operation* enclosingDefinition(Operation* op) {
-  for (Operation* p = op->getParentOp(); p; p = p->getParentOp())
-    if (isa<attn::DefineOp, attn::SoftmaxOp>(p)) return p;
+Operation *enclosingDefinition(Operation *op) {
+  for (Operation *p = op->getParentOp(); p; p = p->getParentOp())
+    if (isa<attn::DefineOp, attn::SoftmaxOp>(p))
+      return p;
   return nullptr;
 }
 
 // The affine expression of the map's result `e` after substituting its dimensions by `dims`
 // and its symbols (names `from`) by symbols of `ab`.
-AffineExpr substitute(AffineExpr e, ArrayRef<AffineExpr> dims, ArrayAttr from, AffineBuilder& ab) {
+AffineExpr substitute(AffineExpr e, ArrayRef<AffineExpr> dims, ArrayAttr from, AffineBuilder &ab) {
   SmallVector<AffineExpr> syms;
-  for (Attribute s : from) syms.push_back(getAffineSymbolExpr(ab.symbol(cast<StringAttr>(s).getValue().str()), ab.ctx));
+  for (Attribute s : from)
+    syms.push_back(getAffineSymbolExpr(ab.symbol(cast<StringAttr>(s).getValue().str()), ab.ctx));
   return e.replaceDimsAndSymbols(dims, syms);
 }
 
 // For a sum whose body is zero wherever a bounded softmax p it reads is zero, p's bounds become
 // bounds of the summed index: `o = sum(j) p(b, h, i, j) * v(b, h, j, e)` may run over j <= i.
 void boundSum(attn::ReduceOp red) {
-  if (red.getKind() != "sum") return;
-  Operation* def = enclosingDefinition(red);
-  if (!def) return;
-  Block& rb = red.getBody().front();
-  Block& db = def->getRegion(0).front();
+  if (red.getKind() != "sum")
+    return;
+  Operation *def = enclosingDefinition(red);
+  if (!def)
+    return;
+  Block &rb = red.getBody().front();
+  Block &db = def->getRegion(0).front();
   SmallVector<attn::ReadOp> reads;
   zeroFactors(cast<attn::YieldOp>(rb.getTerminator()).getValues()[0], reads);
 
-  AffineBuilder ab{red.getContext(), SmallVector<Value>(db.getArguments().begin(), db.getArguments().end()), {}};
+  AffineBuilder ab{
+      red.getContext(), SmallVector<Value>(db.getArguments().begin(), db.getArguments().end()), {}};
   SmallVector<Bounds> perIndex(rb.getNumArguments());
   SmallVector<llvm::SetVector<StringRef>> sources(rb.getNumArguments());
   for (attn::ReadOp r : reads) {
     // A clamped read repeats p's edge value outside its range, which need not be 0.
-    if (r.getBoundary() == "clamp") continue;
+    if (r.getBoundary() == "clamp")
+      continue;
     auto p = r.getTensor().getDefiningOp<attn::SoftmaxOp>();
-    if (!p) continue;
+    if (!p)
+      continue;
     auto entries = p->getAttrOfType<ArrayAttr>(attn::kBoundsAttr);
-    if (!entries) continue;
+    if (!entries)
+      continue;
     // Each subscript as an affine expression of the definition's indices and the sizes; the
     // summed indices are allowed only as `k + A` at one of p's axes.
     SmallVector<std::optional<Linear>> subs;
-    for (Value s : r.getIndices()) subs.push_back(linearOf(s));
+    for (Value s : r.getIndices())
+      subs.push_back(linearOf(s));
     for (Attribute ea : entries) {
       auto entry = cast<DictionaryAttr>(ea);
       int64_t axis = entry.getAs<IntegerAttr>("index").getInt();
-      if (!subs[axis]) continue;
+      if (!subs[axis])
+        continue;
       // The summed index k at the axis, with coefficient 1, plus terms A free of summed indices.
       std::optional<unsigned> k;
       bool ok = true;
-      for (auto& [v, c] : subs[axis]->args) {
+      for (auto &[v, c] : subs[axis]->args) {
         auto ba = cast<BlockArgument>(v);
-        if (ba.getOwner() != &rb) continue;
-        if (c != 1 || k) ok = false;
+        if (ba.getOwner() != &rb)
+          continue;
+        if (c != 1 || k)
+          ok = false;
         k = ba.getArgNumber();
       }
-      if (!ok || !k) continue;
+      if (!ok || !k)
+        continue;
       Linear offset = *subs[axis];
       offset.args.erase(rb.getArgument(*k));
       auto a = ab.build(offset);
-      if (!a) continue;
+      if (!a)
+        continue;
       // p's bounds at this read: its dimensions replaced by the subscripts (the axis itself
       // does not occur in them).
       SmallVector<AffineExpr> dims;
       for (size_t d = 0; d < subs.size() && ok; ++d) {
         std::optional<AffineExpr> x;
-        if (subs[d]) x = ab.build(*subs[d]);
+        if (subs[d])
+          x = ab.build(*subs[d]);
         // Only the subscripts p's bounds use must be affine in the definition's indices.
         dims.push_back(x ? *x : getAffineConstantExpr(0, ab.ctx));
         if (!x && d != (size_t)axis) {
           bool used = false;
           for (StringRef side : {"lower", "upper"})
-            if (auto m = entry.getAs<AffineMapAttr>(side)) used |= m.getValue().isFunctionOfDim(d);
+            if (auto m = entry.getAs<AffineMapAttr>(side))
+              used |= m.getValue().isFunctionOfDim(d);
           ok = !used;
         }
       }
-      if (!ok) continue;
+      if (!ok)
+        continue;
       auto syms = entry.getAs<ArrayAttr>("sizes");
-      Bounds& b = perIndex[*k];
+      Bounds &b = perIndex[*k];
       // lower <= k + A < upper  <=>  lower - A <= k < upper - A.
       if (auto m = entry.getAs<AffineMapAttr>("lower"))
-        for (AffineExpr e : m.getValue().getResults()) b.lower.push_back(substitute(e, dims, syms, ab) - *a);
+        for (AffineExpr e : m.getValue().getResults())
+          b.lower.push_back(substitute(e, dims, syms, ab) - *a);
       if (auto m = entry.getAs<AffineMapAttr>("upper"))
-        for (AffineExpr e : m.getValue().getResults()) b.upper.push_back(substitute(e, dims, syms, ab) - *a);
+        for (AffineExpr e : m.getValue().getResults())
+          b.upper.push_back(substitute(e, dims, syms, ab) - *a);
       sources[*k].insert(p.getName());
     }
   }
   SmallVector<Attribute> out;
   for (unsigned k = 0; k < perIndex.size(); ++k) {
-    if (perIndex[k].empty()) continue;
+    if (perIndex[k].empty())
+      continue;
     out.push_back(boundsEntry(red.getContext(), k, perIndex[k], ab, llvm::join(sources[k], ",")));
   }
-  if (!out.empty()) red->setAttr(attn::kBoundsAttr, ArrayAttr::get(red.getContext(), out));
+  if (!out.empty())
+    red->setAttr(attn::kBoundsAttr, ArrayAttr::get(red.getContext(), out));
 }
 
 struct MaskBoundsPass : public PassWrapper<MaskBoundsPass, OperationPass<ModuleOp>> {
@@ -384,8 +461,9 @@ struct MaskBoundsPass : public PassWrapper<MaskBoundsPass, OperationPass<ModuleO
   void runOnOperation() override {
     // Softmaxes first: a sum reads the bounds of the softmax it multiplies by. Stale bounds
     // from an earlier run are recomputed, never trusted.
-    getOperation().walk([](Operation* op) {
-      if (isa<attn::SoftmaxOp, attn::ReduceOp>(op)) op->removeAttr(attn::kBoundsAttr);
+    getOperation().walk([](Operation *op) {
+      if (isa<attn::SoftmaxOp, attn::ReduceOp>(op))
+        op->removeAttr(attn::kBoundsAttr);
     });
     getOperation().walk([](attn::SoftmaxOp op) { boundSoftmax(op); });
     getOperation().walk([](attn::ReduceOp op) { boundSum(op); });

@@ -1,4 +1,5 @@
-// attn-online-softmax: fuses a softmax with the weighted sum that reads it into attn.online_softmax.
+// attn-online-softmax: fuses a softmax with the weighted sum that reads it into
+// attn.online_softmax.
 //
 // `p = softmax(j) s` followed by `o(..) = sum(j) p(.., j) * v(.., j, ..)` needs, as written, every
 // score of a row before the first probability exists: p's max and sum run over all keys, then the
@@ -39,7 +40,7 @@ constexpr int64_t kFewPoints = 32;
 // cpu-online schedule; docs/status.md).
 constexpr int64_t kDefaultTile = 128;
 
-const char* kOnlineAttr = "attn.online";
+const char *kOnlineAttr = "attn.online";
 
 struct Match {
   attn::SoftmaxOp p;
@@ -51,10 +52,13 @@ struct Match {
 };
 
 bool sameExtent(Value a, Value b) {
-  if (a == b) return true;
+  if (a == b)
+    return true;
   auto da = a.getDefiningOp<attn::DimOp>(), db = b.getDefiningOp<attn::DimOp>();
-  if (da && db) return da.getSize() == db.getSize();
-  auto ca = a.getDefiningOp<arith::ConstantIndexOp>(), cb = b.getDefiningOp<arith::ConstantIndexOp>();
+  if (da && db)
+    return da.getSize() == db.getSize();
+  auto ca = a.getDefiningOp<arith::ConstantIndexOp>(),
+       cb = b.getDefiningOp<arith::ConstantIndexOp>();
   return ca && cb && ca.value() == cb.value();
 }
 
@@ -62,18 +66,22 @@ bool sameExtent(Value a, Value b) {
 // upstream): a gather, as in bilinear sampling.
 bool gathers(attn::ReadOp r) {
   SmallVector<Value> work(r.getIndices().begin(), r.getIndices().end());
-  llvm::SmallPtrSet<Operation*, 16> seen;
+  llvm::SmallPtrSet<Operation *, 16> seen;
   while (!work.empty()) {
-    Operation* op = work.pop_back_val().getDefiningOp();
-    if (!op || !seen.insert(op).second) continue;
-    if (isa<attn::ReadOp, arith::FPToSIOp>(op)) return true;
-    op->walk([&](Operation* inner) { work.append(inner->getOperands().begin(), inner->getOperands().end()); });
+    Operation *op = work.pop_back_val().getDefiningOp();
+    if (!op || !seen.insert(op).second)
+      continue;
+    if (isa<attn::ReadOp, arith::FPToSIOp>(op))
+      return true;
+    op->walk([&](Operation *inner) {
+      work.append(inner->getOperands().begin(), inner->getOperands().end());
+    });
   }
   return false;
 }
 
 // The match, or the reason it does not apply in `why`.
-std::optional<Match> match(attn::SoftmaxOp p, std::string& why) {
+std::optional<Match> match(attn::SoftmaxOp p, std::string &why) {
   Match m;
   m.p = p;
   ArrayRef<int64_t> axes = p.getAxes();
@@ -84,18 +92,20 @@ std::optional<Match> match(attn::SoftmaxOp p, std::string& why) {
   int64_t axis = axes[0];
   Value ext = p.getExtents()[axis];
   if (auto c = ext.getDefiningOp<arith::ConstantIndexOp>(); c && c.value() <= kSmallAxis) {
-    why = "the axis has a small constant extent (" + std::to_string(c.value()) + "): a window, kept unfused";
+    why = "the axis has a small constant extent (" + std::to_string(c.value()) +
+          "): a window, kept unfused";
     return std::nullopt;
   }
   if (auto d = ext.getDefiningOp<attn::DimOp>())
-    if (auto est = p->getParentOfType<attn::KernelOp>()->getAttrOfType<DictionaryAttr>(kEstimatesAttr))
+    if (auto est =
+            p->getParentOfType<attn::KernelOp>()->getAttrOfType<DictionaryAttr>(kEstimatesAttr))
       if (auto n = est.getAs<IntegerAttr>(d.getSize()); n && n.getInt() <= kFewPoints) {
         why = "the axis has few points (" + d.getSize().str() + " = " + std::to_string(n.getInt()) +
               " by the size estimates), kept unfused";
         return std::nullopt;
       }
   SmallVector<attn::ReadOp> reads;
-  for (Operation* user : p.getResult().getUsers()) {
+  for (Operation *user : p.getResult().getUsers()) {
     auto r = dyn_cast<attn::ReadOp>(user);
     if (!r) {
       why = "the probabilities are a kernel output";
@@ -132,7 +142,7 @@ std::optional<Match> match(attn::SoftmaxOp p, std::string& why) {
   // Sampled values or scores (deformable attention) have few keys per row at data-dependent
   // places: the sampling schedules handle those, and streaming buys nothing.
   bool sampled = false;
-  for (Region* r : {&m.red.getBody(), &p.getBody()})
+  for (Region *r : {&m.red.getBody(), &p.getBody()})
     r->walk([&](attn::ReadOp rd) { sampled |= gathers(rd); });
   if (sampled) {
     why = "the scores or values are sampled at data-dependent positions";
@@ -143,7 +153,7 @@ std::optional<Match> match(attn::SoftmaxOp p, std::string& why) {
     why = "the sum is nested in another reduction";
     return std::nullopt;
   }
-  Block& db = m.def.getBody().front();
+  Block &db = m.def.getBody().front();
   llvm::SmallDenseSet<unsigned> used;
   for (auto [k, idx] : llvm::enumerate(m.read.getIndices())) {
     if ((int64_t)k == axis) {
@@ -152,7 +162,8 @@ std::optional<Match> match(attn::SoftmaxOp p, std::string& why) {
     }
     auto ba = dyn_cast<BlockArgument>(idx);
     if (!ba || ba.getOwner() != &db || !used.insert(ba.getArgNumber()).second) {
-      why = "the probabilities' row subscripts are not distinct indices of '" + m.def.getName().str() + "'";
+      why = "the probabilities' row subscripts are not distinct indices of '" +
+            m.def.getName().str() + "'";
       return std::nullopt;
     }
     m.rows.push_back(ba.getArgNumber());
@@ -161,60 +172,73 @@ std::optional<Match> match(attn::SoftmaxOp p, std::string& why) {
 }
 
 int64_t chooseTile(attn::SoftmaxOp p, int64_t forced) {
-  if (forced > 0) return forced;
+  if (forced > 0)
+    return forced;
   Value ext = p.getExtents()[p.getAxes()[0]];
   int64_t n = -1;
-  if (auto c = ext.getDefiningOp<arith::ConstantIndexOp>()) n = c.value();
+  if (auto c = ext.getDefiningOp<arith::ConstantIndexOp>())
+    n = c.value();
   else if (auto d = ext.getDefiningOp<attn::DimOp>()) {
     auto kernel = p->getParentOfType<attn::KernelOp>();
     if (auto est = kernel->getAttrOfType<DictionaryAttr>(kEstimatesAttr))
-      if (auto v = est.getAs<IntegerAttr>(d.getSize())) n = v.getInt();
+      if (auto v = est.getAs<IntegerAttr>(d.getSize()))
+        n = v.getInt();
   }
   // Fewer keys than a tile: one tile of the keys rounded up to a vector multiple.
-  if (n > 0 && n < kDefaultTile) return std::max<int64_t>(16, (n + 15) / 16 * 16);
+  if (n > 0 && n < kDefaultTile)
+    return std::max<int64_t>(16, (n + 15) / 16 * 16);
   return kDefaultTile;
 }
 
 // Clones into `b` what computing `v` needs from inside `def`'s region, with `map` giving the
 // region's indices; values from outside `def` are used as they are.
-Value materialize(Value v, Operation* def, IRMapping& map, OpBuilder& b) {
-  if (Value m = map.lookupOrNull(v)) return m;
-  Operation* op = v.getDefiningOp();
-  if (!op || !def->isProperAncestor(op)) return v;
-  for (Value o : op->getOperands()) materialize(o, def, map, b);
-  for (Region& r : op->getRegions()) {
+Value materialize(Value v, Operation *def, IRMapping &map, OpBuilder &b) {
+  if (Value m = map.lookupOrNull(v))
+    return m;
+  Operation *op = v.getDefiningOp();
+  if (!op || !def->isProperAncestor(op))
+    return v;
+  for (Value o : op->getOperands())
+    materialize(o, def, map, b);
+  for (Region &r : op->getRegions()) {
     llvm::SetVector<Value> above;
     getUsedValuesDefinedAbove(r, above);
-    for (Value a : above) materialize(a, def, map, b);
+    for (Value a : above)
+      materialize(a, def, map, b);
   }
-  Operation* c = b.clone(*op, map);
+  Operation *c = b.clone(*op, map);
   return c->getResult(cast<OpResult>(v).getResultNumber());
 }
 
-void rewrite(Match& m, int64_t tile) {
-  MLIRContext* ctx = m.p.getContext();
+void rewrite(Match &m, int64_t tile) {
+  MLIRContext *ctx = m.p.getContext();
   OpBuilder b(m.def);
-  Block& db = m.def.getBody().front();
+  Block &db = m.def.getBody().front();
   auto defYield = cast<attn::YieldOp>(db.getTerminator());
   // The definition is the fused sum itself, or reads it where the sum was.
-  bool whole = defYield.getValues()[0] == m.red.getResult() && m.def.getResult().getType().getElementType().isF32();
+  bool whole = defYield.getValues()[0] == m.red.getResult() &&
+               m.def.getResult().getType().getElementType().isF32();
   std::string name = whole ? m.def.getName().str() : m.def.getName().str() + "__online";
   auto defType = m.def.getResult().getType();
   auto type = RankedTensorType::get(defType.getShape(), Float32Type::get(ctx));
   Value keyExtent = m.p.getExtents()[m.p.getAxes()[0]];
-  auto op = b.create<attn::OnlineSoftmaxOp>(m.def.getLoc(), type, name, m.def.getExtents(), keyExtent,
-                                            m.def.getIndices(), m.p.getIndices(), m.rows, tile);
+  auto op =
+      b.create<attn::OnlineSoftmaxOp>(m.def.getLoc(), type, name, m.def.getExtents(), keyExtent,
+                                      m.def.getIndices(), m.p.getIndices(), m.rows, tile);
   op.getScore().takeBody(m.p.getBody());
-  if (auto bounds = m.p->getAttr(attn::kBoundsAttr)) op->setAttr(attn::kBoundsAttr, bounds);
+  if (auto bounds = m.p->getAttr(attn::kBoundsAttr))
+    op->setAttr(attn::kBoundsAttr, bounds);
   // What earlier passes recorded on the definition (attn.sample_order) stays visible.
   if (whole)
     for (NamedAttribute a : m.def->getDiscardableAttrs())
-      if (a.getName().getValue().starts_with("attn.")) op->setAttr(a.getName(), a.getValue());
+      if (a.getName().getValue().starts_with("attn."))
+        op->setAttr(a.getName(), a.getValue());
 
-  Block* vb = new Block();
+  Block *vb = new Block();
   op.getValue().push_back(vb);
   IRMapping map;
-  for (BlockArgument a : db.getArguments()) map.map(a, vb->addArgument(a.getType(), a.getLoc()));
+  for (BlockArgument a : db.getArguments())
+    map.map(a, vb->addArgument(a.getType(), a.getLoc()));
   BlockArgument key = m.red.getBody().front().getArgument(0);
   map.map(key, vb->addArgument(key.getType(), key.getLoc()));
   OpBuilder vbld = OpBuilder::atBlockEnd(vb);
@@ -226,7 +250,8 @@ void rewrite(Match& m, int64_t tile) {
     m.def.erase();
   } else {
     OpBuilder rb(m.red);
-    auto rd = rb.create<attn::ReadOp>(m.red.getLoc(), rb.getF32Type(), op.getResult(), ValueRange(db.getArguments()), rb.getStringAttr("none"));
+    auto rd = rb.create<attn::ReadOp>(m.red.getLoc(), rb.getF32Type(), op.getResult(),
+                                      ValueRange(db.getArguments()), rb.getStringAttr("none"));
     m.red.getResult().replaceAllUsesWith(rd.getResult());
     m.red.erase();
   }
@@ -237,11 +262,13 @@ struct OnlineSoftmaxPass : public PassWrapper<OnlineSoftmaxPass, OperationPass<M
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(OnlineSoftmaxPass)
 
   OnlineSoftmaxPass() = default;
-  OnlineSoftmaxPass(const OnlineSoftmaxPass& o) : PassWrapper(o) {}
+  OnlineSoftmaxPass(const OnlineSoftmaxPass &o) : PassWrapper(o) {}
   explicit OnlineSoftmaxPass(int64_t t) { tile = t; }
 
-  Option<int64_t> tile{*this, "tile", llvm::cl::desc("Keys per tile (0: 128, fewer when the key count estimate is smaller)"),
-                       llvm::cl::init(0)};
+  Option<int64_t> tile{
+      *this, "tile",
+      llvm::cl::desc("Keys per tile (0: 128, fewer when the key count estimate is smaller)"),
+      llvm::cl::init(0)};
 
   StringRef getArgument() const final { return "attn-online-softmax"; }
   StringRef getDescription() const final {
@@ -250,8 +277,9 @@ struct OnlineSoftmaxPass : public PassWrapper<OnlineSoftmaxPass, OperationPass<M
 
   void runOnOperation() override {
     if (tile < 0 || (tile != 0 && (tile < kMinOnlineTile || tile > kMaxOnlineTile))) {
-      getOperation().emitError("attn-online-softmax: tile " + std::to_string(tile) + " is outside " +
-                               std::to_string(kMinOnlineTile) + ".." + std::to_string(kMaxOnlineTile));
+      getOperation().emitError("attn-online-softmax: tile " + std::to_string(tile) +
+                               " is outside " + std::to_string(kMinOnlineTile) + ".." +
+                               std::to_string(kMaxOnlineTile));
       return signalPassFailure();
     }
     SmallVector<attn::SoftmaxOp> softmaxes;
@@ -271,6 +299,8 @@ struct OnlineSoftmaxPass : public PassWrapper<OnlineSoftmaxPass, OperationPass<M
 
 } // namespace
 
-std::unique_ptr<Pass> createOnlineSoftmaxPass(int64_t tile) { return std::make_unique<OnlineSoftmaxPass>(tile); }
+std::unique_ptr<Pass> createOnlineSoftmaxPass(int64_t tile) {
+  return std::make_unique<OnlineSoftmaxPass>(tile);
+}
 
 } // namespace attnc

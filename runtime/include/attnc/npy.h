@@ -1,4 +1,5 @@
-// Reading and writing NumPy .npy files (little-endian float32/int32, C order) for kernel inputs and outputs.
+// Reading and writing NumPy .npy files (little-endian float32/int32, C order) for kernel inputs and
+// outputs.
 #pragma once
 
 #include <cstdint>
@@ -11,30 +12,30 @@
 namespace attnc {
 
 struct NpyArray {
-    DType dtype = DType::F32;
-    std::vector<int64_t> shape;  // C order; empty for a scalar
-    std::vector<char> data;      // numel * dtype_size bytes, C-contiguous, little-endian
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape; // C order; empty for a scalar
+  std::vector<char> data;     // numel * dtype_size bytes, C-contiguous, little-endian
 
-    // Contiguous view over `data`. Valid until `data` is resized or the array
-    // is destroyed. read_npy guarantees shape.size() <= kMaxRank.
-    TensorView view();
+  // Contiguous view over `data`. Valid until `data` is resized or the array
+  // is destroyed. read_npy guarantees shape.size() <= kMaxRank.
+  TensorView view();
 };
 
 // Reads a version 1.0/2.0/3.0 .npy file holding '<f4' or '<i4' data in C
 // order. On error `out` is left unchanged and the message starts with `path`.
-Status read_npy(const std::string& path, NpyArray* out);
+Status read_npy(const std::string &path, NpyArray *out);
 
 // Writes a version 1.0 .npy file (2.0 only if the header would not fit) whose
 // data starts at a multiple of 64 bytes. The file goes through an OutputSet
 // (attnc/output.h): a temporary beside `path` renamed over it, so readers never
 // see a partial file, and /dev/null or a FIFO written in place. `data` holds the
 // C-contiguous little-endian elements.
-Status write_npy(const std::string& path, DType dtype, const std::vector<int64_t>& shape,
-                 const void* data);
+Status write_npy(const std::string &path, DType dtype, const std::vector<int64_t> &shape,
+                 const void *data);
 
 // The same file as output `file` of `out`, which writes it when committed with
 // the set's other files (attn-run's outputs appear together or not at all).
-Status write_npy(OutputSet& out, size_t file, DType dtype, const std::vector<int64_t>& shape,
-                 const void* data);
+Status write_npy(OutputSet &out, size_t file, DType dtype, const std::vector<int64_t> &shape,
+                 const void *data);
 
-}  // namespace attnc
+} // namespace attnc

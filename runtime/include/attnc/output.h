@@ -1,4 +1,5 @@
-// Safe output files for attnc's tools and the .npy writer: checked targets, all-or-nothing commits, cleanup when interrupted.
+// Safe output files for attnc's tools and the .npy writer: checked targets, all-or-nothing commits,
+// cleanup when interrupted.
 #pragma once
 
 #include <sys/types.h>
@@ -24,78 +25,80 @@ namespace attnc {
 // install_cleanup_handlers() removes them when the process is interrupted.
 class OutputSet {
 public:
-    OutputSet() = default;
-    OutputSet(const OutputSet&) = delete;
-    OutputSet& operator=(const OutputSet&) = delete;
-    ~OutputSet();
+  OutputSet() = default;
+  OutputSet(const OutputSet &) = delete;
+  OutputSet &operator=(const OutputSet &) = delete;
+  ~OutputSet();
 
-    // Declares output `path` and gives its index. Refused, with nothing written: a directory, a
-    // link to a missing file, a file in a missing directory, a protected file, or the file of
-    // another output of this set (unless both are devices or FIFOs, which are only written to).
-    // `label` names the output in messages ("output 'o'"); it may be empty.
-    Status add(const std::string& path, const std::string& label, size_t* index);
-    // A file the run reads, which no output may be. `role` names it in messages ("the input
-    // file"). Files that do not exist or are not regular files cannot be lost and are ignored.
-    Status protect(const std::string& path, const std::string& role);
+  // Declares output `path` and gives its index. Refused, with nothing written: a directory, a
+  // link to a missing file, a file in a missing directory, a protected file, or the file of
+  // another output of this set (unless both are devices or FIFOs, which are only written to).
+  // `label` names the output in messages ("output 'o'"); it may be empty.
+  Status add(const std::string &path, const std::string &label, size_t *index);
+  // A file the run reads, which no output may be. `role` names it in messages ("the input
+  // file"). Files that do not exist or are not regular files cannot be lost and are ignored.
+  Status protect(const std::string &path, const std::string &role);
 
-    const std::string& path(size_t index) const;
-    // Appends bytes to output `index`. A failure discards the whole set.
-    Status append(size_t index, const void* data, size_t size);
-    Status append(size_t index, const std::string& data) { return append(index, data.data(), data.size()); }
-    // Puts every output in place (each temporary flushed to disk first), or none of them.
-    Status commit();
-    // Removes the temporaries written so far.
-    void discard();
+  const std::string &path(size_t index) const;
+  // Appends bytes to output `index`. A failure discards the whole set.
+  Status append(size_t index, const void *data, size_t size);
+  Status append(size_t index, const std::string &data) {
+    return append(index, data.data(), data.size());
+  }
+  // Puts every output in place (each temporary flushed to disk first), or none of them.
+  Status commit();
+  // Removes the temporaries written so far.
+  void discard();
 
 private:
-    struct FileId {
-        bool exists = false;
-        dev_t dev = 0;
-        ino_t ino = 0;
-        std::string path;  // a new file's absolute, normalised path
-        bool same(const FileId& o) const;
-    };
-    struct Target {
-        std::string path, resolved, label;  // resolved: what is written (a link's target)
-        FileId id;
-        bool stream = false;  // an existing non-regular file, written in place
-        mode_t mode = 0;      // the replaced file's permissions, which its successor keeps
-        std::string tmp, backup;
-        int fd = -1, slot = -1;
-        std::string buffer;  // a stream's bytes until commit
-    };
-    struct Protected {
-        std::string path, role;
-        FileId id;
-    };
-    Status open_temp(Target& t);
-    Status fail(const Target& t, const std::string& why);
+  struct FileId {
+    bool exists = false;
+    dev_t dev = 0;
+    ino_t ino = 0;
+    std::string path; // a new file's absolute, normalised path
+    bool same(const FileId &o) const;
+  };
+  struct Target {
+    std::string path, resolved, label; // resolved: what is written (a link's target)
+    FileId id;
+    bool stream = false; // an existing non-regular file, written in place
+    mode_t mode = 0;     // the replaced file's permissions, which its successor keeps
+    std::string tmp, backup;
+    int fd = -1, slot = -1;
+    std::string buffer; // a stream's bytes until commit
+  };
+  struct Protected {
+    std::string path, role;
+    FileId id;
+  };
+  Status open_temp(Target &t);
+  Status fail(const Target &t, const std::string &why);
 
-    std::vector<Target> targets_;
-    std::vector<Protected> protected_;
-    Status failed_ = Status::Ok();
+  std::vector<Target> targets_;
+  std::vector<Protected> protected_;
+  Status failed_ = Status::Ok();
 };
 
 // One file written through an OutputSet: a checked target, a unique temporary, a rename.
-Status write_file(const std::string& path, const std::string& data);
+Status write_file(const std::string &path, const std::string &data);
 
 // A private temporary directory, removed with its contents when destroyed or when the process is
 // interrupted (install_cleanup_handlers).
 class TempDir {
 public:
-    TempDir() = default;
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-    ~TempDir() { remove(); }
+  TempDir() = default;
+  TempDir(const TempDir &) = delete;
+  TempDir &operator=(const TempDir &) = delete;
+  ~TempDir() { remove(); }
 
-    // Creates <temporary directory>/<prefix>.XXXXXX: $TMPDIR's, else /tmp.
-    Status create(const std::string& prefix);
-    const std::string& path() const { return path_; }
-    void remove();
+  // Creates <temporary directory>/<prefix>.XXXXXX: $TMPDIR's, else /tmp.
+  Status create(const std::string &prefix);
+  const std::string &path() const { return path_; }
+  void remove();
 
 private:
-    std::string path_;
-    int slot_ = -1;
+  std::string path_;
+  int slot_ = -1;
 };
 
 // For tools, once at the start of main (the runtime never installs handlers by itself): SIGINT,
@@ -108,4 +111,4 @@ private:
 // Halide's directories.
 void install_cleanup_handlers();
 
-}  // namespace attnc
+} // namespace attnc

@@ -1,4 +1,5 @@
-// Public runtime API: kernel descriptors, registry, tensor views, validation and invocation of Halide-compiled kernels.
+// Public runtime API: kernel descriptors, registry, tensor views, validation and invocation of
+// Halide-compiled kernels.
 #pragma once
 
 #include <cstddef>
@@ -16,22 +17,22 @@ namespace attnc {
 enum class DType { F32, I32 };
 
 // "f32" / "i32"; "?" for values outside the enum.
-const char* dtype_name(DType dtype);
+const char *dtype_name(DType dtype);
 // Bytes per element (4 for both current types).
 size_t dtype_size(DType dtype);
 
 class Status {
 public:
-    static Status Ok() { return Status(true, std::string()); }
-    static Status Error(std::string msg) { return Status(false, std::move(msg)); }
+  static Status Ok() { return Status(true, std::string()); }
+  static Status Error(std::string msg) { return Status(false, std::move(msg)); }
 
-    bool ok() const { return ok_; }
-    const std::string& message() const { return message_; }
+  bool ok() const { return ok_; }
+  const std::string &message() const { return message_; }
 
 private:
-    Status(bool ok, std::string msg) : ok_(ok), message_(std::move(msg)) {}
-    bool ok_;
-    std::string message_;
+  Status(bool ok, std::string msg) : ok_(ok), message_(std::move(msg)) {}
+  bool ok_;
+  std::string message_;
 };
 
 constexpr int kMaxRank = 8;
@@ -42,21 +43,21 @@ constexpr int kMaxRank = 8;
 // broadcasts and is accepted on inputs only. `data` points at element
 // [0, 0, ..., 0].
 struct TensorView {
-    void* data = nullptr;
-    DType dtype = DType::F32;
-    int rank = 0;
-    int64_t shape[kMaxRank] = {};
-    int64_t strides[kMaxRank] = {};
+  void *data = nullptr;
+  DType dtype = DType::F32;
+  int rank = 0;
+  int64_t shape[kMaxRank] = {};
+  int64_t strides[kMaxRank] = {};
 
-    // Product of the shape; 1 for rank 0, 0 if any dimension is 0 (saturates
-    // at INT64_MAX instead of overflowing).
-    int64_t numel() const;
+  // Product of the shape; 1 for rank 0, 0 if any dimension is 0 (saturates
+  // at INT64_MAX instead of overflowing).
+  int64_t numel() const;
 
-    // Dense C-order view. Throws std::invalid_argument if shape.size() > kMaxRank
-    // (a programming error, not a data error).
-    static TensorView contiguous(void* data, DType dtype, const std::vector<int64_t>& shape);
-    static TensorView f32(float* data, const std::vector<int64_t>& shape);
-    static TensorView i32(int32_t* data, const std::vector<int64_t>& shape);
+  // Dense C-order view. Throws std::invalid_argument if shape.size() > kMaxRank
+  // (a programming error, not a data error).
+  static TensorView contiguous(void *data, DType dtype, const std::vector<int64_t> &shape);
+  static TensorView f32(float *data, const std::vector<int64_t> &shape);
+  static TensorView i32(int32_t *data, const std::vector<int64_t> &shape);
 };
 
 // One kernel parameter. dims[i] is a size symbol (C identifier, e.g. "Nq"), a
@@ -64,10 +65,10 @@ struct TensorView {
 // these joined by '*' without blanks (e.g. "M*D", "2*C"); dims is in C order
 // and may be null when rank == 0.
 struct ParamDesc {
-    const char* name;
-    DType dtype;
-    int rank;
-    const char* const* dims;
+  const char *name;
+  DType dtype;
+  int rank;
+  const char *const *dims;
 };
 
 // Everything the runtime needs to validate and invoke one compiled kernel.
@@ -78,18 +79,18 @@ struct ParamDesc {
 // own library (null for CPU kernels): call() uploads inputs, downloads
 // outputs and frees the device copies around each call.
 struct KernelDesc {
-    const char* name;
-    const char* target;
-    int num_inputs;
-    const ParamDesc* inputs;
-    int num_outputs;
-    const ParamDesc* outputs;
-    int (*argv_fn)(void**);
-    int (*copy_to_host)(void* user_context, ::halide_buffer_t* buf) = nullptr;
-    int (*device_free)(void* user_context, ::halide_buffer_t* buf) = nullptr;
-    // What attnc scheduled it with (attnc::describeSchedule: the rule, the knobs it set away from
-    // the rule's defaults, the online softmax's key tile); null where unknown.
-    const char* schedule = nullptr;
+  const char *name;
+  const char *target;
+  int num_inputs;
+  const ParamDesc *inputs;
+  int num_outputs;
+  const ParamDesc *outputs;
+  int (*argv_fn)(void **);
+  int (*copy_to_host)(void *user_context, ::halide_buffer_t *buf) = nullptr;
+  int (*device_free)(void *user_context, ::halide_buffer_t *buf) = nullptr;
+  // What attnc scheduled it with (attnc::describeSchedule: the rule, the knobs it set away from
+  // the rule's defaults, the online softmax's key tile); null where unknown.
+  const char *schedule = nullptr;
 };
 
 // Process-wide table of kernels, keyed by (name, target). Thread-safe. The
@@ -97,31 +98,31 @@ struct KernelDesc {
 // (generated descriptors are static data, so they do).
 class Registry {
 public:
-    static Registry& global();
+  static Registry &global();
 
-    // Registers d, replacing any entry with the same (name, target). A null
-    // target is treated as "". Null d is ignored.
-    void add(const KernelDesc* d);
-    // Exact (name, target) match, or nullptr.
-    const KernelDesc* find(std::string_view name, std::string_view target) const;
-    // All entries, sorted by (name, target) so output is independent of
-    // static-initialisation order.
-    std::vector<const KernelDesc*> list() const;
+  // Registers d, replacing any entry with the same (name, target). A null
+  // target is treated as "". Null d is ignored.
+  void add(const KernelDesc *d);
+  // Exact (name, target) match, or nullptr.
+  const KernelDesc *find(std::string_view name, std::string_view target) const;
+  // All entries, sorted by (name, target) so output is independent of
+  // static-initialisation order.
+  std::vector<const KernelDesc *> list() const;
 
-    Registry() = default;
-    Registry(const Registry&) = delete;
-    Registry& operator=(const Registry&) = delete;
+  Registry() = default;
+  Registry(const Registry &) = delete;
+  Registry &operator=(const Registry &) = delete;
 
 private:
-    mutable std::mutex mu_;
-    std::vector<const KernelDesc*> entries_;
+  mutable std::mutex mu_;
+  std::vector<const KernelDesc *> entries_;
 };
 
 // Registers d with Registry::global() at static-initialisation time. Note that
 // a linker drops unreferenced objects from static archives, so a Registrar in
 // a library only runs if its object file is linked in (e.g. --whole-archive).
 struct Registrar {
-    explicit Registrar(const KernelDesc* d);
+  explicit Registrar(const KernelDesc *d);
 };
 
 using SizeMap = std::map<std::string, int64_t>;
@@ -130,26 +131,26 @@ using SizeMap = std::map<std::string, int64_t>;
 // shape, literal dimensions) and binds every size symbol from the first input
 // dimension that names it. sizes may be null when only the check is wanted;
 // otherwise it is cleared first.
-Status bind_sizes(const KernelDesc& k, const std::vector<TensorView>& inputs, SizeMap* sizes);
+Status bind_sizes(const KernelDesc &k, const std::vector<TensorView> &inputs, SizeMap *sizes);
 
 // Shapes (C order) of k's outputs for the given sizes, with product
 // dimensions multiplied out; errors on a symbol that is not in sizes and on a
 // product that overflows int64.
-Status output_shapes(const KernelDesc& k, const SizeMap& sizes,
-                     std::vector<std::vector<int64_t>>* shapes);
+Status output_shapes(const KernelDesc &k, const SizeMap &sizes,
+                     std::vector<std::vector<int64_t>> *shapes);
 
 // bind_sizes plus output checks (count, null, dtype, rank, exact shape, no
 // zero strides, no self-aliasing), Halide's 32-bit extent/stride limits, and
 // rejection of outputs whose memory overlaps an input or another output. A
 // wrong product dimension is reported with its sizes: "output 'o' dimension 2
 // (M*D) is 12, but M*D = 16 (M = 4, D = 4)".
-Status validate_call(const KernelDesc& k, const std::vector<TensorView>& inputs,
-                     const std::vector<TensorView>& outputs, SizeMap* sizes_out = nullptr);
+Status validate_call(const KernelDesc &k, const std::vector<TensorView> &inputs,
+                     const std::vector<TensorView> &outputs, SizeMap *sizes_out = nullptr);
 
 // validate_call, then runs k.argv_fn on halide_buffer_t wrappers of the views.
 // A non-zero Halide return becomes an error naming the kernel and the code.
-Status call(const KernelDesc& k, const std::vector<TensorView>& inputs,
-            const std::vector<TensorView>& outputs);
+Status call(const KernelDesc &k, const std::vector<TensorView> &inputs,
+            const std::vector<TensorView> &outputs);
 
 // "halide_error_code_<name>: <explanation>" for a halide_error_code_t value,
 // or "unknown Halide error" for anything else.
@@ -158,7 +159,7 @@ std::string describe_halide_error(int code);
 // A failed requirement on input values arrives as Halide's "Requirement Failed: (cond) 0 [attnc]
 // FILE:LINE:COL: requirement failed: ..."; this returns the part from FILE on, and any other
 // message unchanged.
-std::string tidy_halide_message(const std::string& msg);
+std::string tidy_halide_message(const std::string &msg);
 
 // Halide's message for a failed call of kernel `k`, in the DSL's terms, or "" when it is not one
 // that names the kernel's tensors: bounds errors ("Input buffer k is accessed at -32, which is
@@ -166,7 +167,7 @@ std::string tidy_halide_message(const std::string& msg);
 // "input 'k' dimension 2 (Nk) is read at -32, before its first index 0"; so do constraint,
 // rank, extent and buffer size errors, failed requirements (their own message) and gathers out
 // of range. call() and attn-run report with it.
-std::string explain_halide_error(const KernelDesc& k, const std::string& msg);
+std::string explain_halide_error(const KernelDesc &k, const std::string &msg);
 
 // The memory this process can have: the machine's physical memory (sysconf), or the address-space
 // limit (RLIMIT_AS) when that is lower; 0 when neither is known.
@@ -174,17 +175,17 @@ uint64_t memory_limit_bytes();
 
 // Ok, or an error "<what> needs N bytes (G GiB), more than this machine's memory (M GiB)" when
 // `bytes` exceed memory_limit_bytes(): tools check what they allocate for tensors with it first.
-Status check_memory(const std::string& what, uint64_t bytes);
+Status check_memory(const std::string &what, uint64_t bytes);
 
 // Ok, or an error naming `what` (such as "output 'o'") when a dense tensor of this dtype and shape
 // has more than 2^31 - 1 elements (what a kernel addresses with Halide's 32-bit indexing) or needs
 // more memory than check_memory allows. attn-run and attn-tune check every tensor before
 // allocating it.
-Status check_tensor_size(const std::string& what, DType dtype, const std::vector<int64_t>& shape);
+Status check_tensor_size(const std::string &what, DType dtype, const std::vector<int64_t> &shape);
 
 // Whether a CUDA driver and at least one device are present (loads libcuda.so.1 and asks it; the
 // answer is cached). When not, `why` says what is missing. call() checks this before running a
 // CUDA kernel, so a machine without a GPU gets "no CUDA device" rather than a driver error.
-bool cuda_device_available(std::string* why = nullptr);
+bool cuda_device_available(std::string *why = nullptr);
 
-}  // namespace attnc
+} // namespace attnc

@@ -19,7 +19,7 @@ enum class SampleOrder {
 };
 
 // "auto", "sample-first", "project-first"; false for anything else.
-bool parseSampleOrder(const std::string& s, SampleOrder* out);
+bool parseSampleOrder(const std::string &s, SampleOrder *out);
 
 // attn-sample-order: for a definition v = sum_c x(..., c) * w(..., c) [+ bias] that is read only
 // through expressions linear in it (bilinear sampling and weighted sums), chooses between
@@ -48,7 +48,7 @@ std::unique_ptr<mlir::Pass> createOnlineSoftmaxPass(int64_t tile = 0);
 void registerAttnPasses();
 
 // The name of the kernel attribute holding size estimates (a dictionary of i64 by size name).
-inline constexpr const char* kEstimatesAttr = "attn.estimates";
+inline constexpr const char *kEstimatesAttr = "attn.estimates";
 
 // The keys per tile that may be asked of attn-online-softmax (0 lets it choose): cpu-online's
 // schedule vectorises a whole tile, which takes minutes to compile beyond about 1024 lanes (and
@@ -66,6 +66,6 @@ struct PipelineOptions {
 
 // Sets size estimates on every kernel of `module` and runs attnc's default pass pipeline.
 // Diagnostics go through the context's handler; returns failure if a pass failed.
-mlir::LogicalResult runPassPipeline(mlir::ModuleOp module, const PipelineOptions& opts);
+mlir::LogicalResult runPassPipeline(mlir::ModuleOp module, const PipelineOptions &opts);
 
 } // namespace attnc

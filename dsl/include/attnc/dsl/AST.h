@@ -13,11 +13,11 @@
 namespace attnc::dsl {
 
 enum class ElemType { F32, I32 };
-const char* elemTypeName(ElemType t);
+const char *elemTypeName(ElemType t);
 
 // Scalar types of expressions. Index arithmetic is Int; tensor reads of f32 tensors are Float.
 enum class ScalarType { Unknown, Int, Float, Bool };
-const char* scalarTypeName(ScalarType t);
+const char *scalarTypeName(ScalarType t);
 
 struct Expr;
 using ExprPtr = std::unique_ptr<Expr>;
@@ -31,7 +31,7 @@ enum class IdentKind { Unresolved, Index, Size, Const, Let };
 
 // Mean is the sum divided by the number of points of the reduction domain (always a float).
 enum class ReduceKind { Sum, Max, Min, Mean };
-const char* reduceKindName(ReduceKind k);
+const char *reduceKindName(ReduceKind k);
 
 // A range `lo..hi` (half-open). Both ends are integer expressions over sizes and constants.
 struct Range {
@@ -44,7 +44,7 @@ struct IndexDecl {
   std::string name;
   Loc loc;
   std::optional<Range> range; // explicit `i in lo..hi`, or inferred by Sema
-  std::string rangeOrigin;    // where an inferred range came from, for diagnostics ("k dimension 2")
+  std::string rangeOrigin; // where an inferred range came from, for diagnostics ("k dimension 2")
   Loc rangeOriginLoc;
   IndexDecl clone() const;
 };
@@ -63,14 +63,14 @@ struct Expr {
   // Ident / Read / Call: the name; Unary/Binary: the operator spelling; Reduce: unused.
   std::string name;
   IdentKind identKind = IdentKind::Unresolved;
-  const IndexDecl* index = nullptr;   // Ident of kind Index
-  const TensorDecl* tensor = nullptr; // Read
+  const IndexDecl *index = nullptr;   // Ident of kind Index
+  const TensorDecl *tensor = nullptr; // Read
   double constValue = 0;              // Ident of kind Const
   // An int expression of numbers and integer constants only (set by Sema): its value, which Sema
   // checked fits in 32 bits, as it must at run time.
   bool hasIntValue = false;
   int64_t intValue = 0;
-  const Expr* let = nullptr;          // Ident of kind Let: the Let node that binds it
+  const Expr *let = nullptr; // Ident of kind Let: the Let node that binds it
   // Read: what an out-of-range subscript means: "" (a program error), "zero" (reads 0), "clamp"
   // (reads the nearest element) or "exclude" (in a softmax, masks the point out; reads 0).
   std::string boundary;
@@ -81,8 +81,8 @@ struct Expr {
   std::vector<IndexDecl> reduceIndices; // Reduce: the bound indices
   std::vector<std::string> softmaxAxes; // Softmax: names of free indices
   std::vector<Loc> softmaxAxisLocs;
-  ExprPtr where;                        // Softmax: optional mask predicate
-  ExprPtr body;                         // Reduce / Softmax / Let
+  ExprPtr where; // Softmax: optional mask predicate
+  ExprPtr body;  // Reduce / Softmax / Let
   // Let: `let name = args[0] in body`; the value is computed once per evaluation of the Let.
 
   Expr(ExprKind k, Loc l) : kind(k), loc(l) {}
@@ -103,25 +103,29 @@ struct DimFactor {
 // output only, a product of these (`M * D`). Products exist because the sizes are bound by the
 // inputs: an output such as Deformable DETR's [B, Q, M*D] can only be described from them.
 struct DimSpec {
-  std::string symbol; // a single size symbol; empty for a literal or a product
-  long long value = 0; // a literal; for a product of literals only, their product
+  std::string symbol;             // a single size symbol; empty for a literal or a product
+  long long value = 0;            // a literal; for a product of literals only, their product
   std::vector<DimFactor> factors; // a product: two or more factors in source order; else empty
   Loc loc;
   bool isProduct() const { return !factors.empty(); }
   // Whether the extent is known without sizes (a literal, or a product of literals only).
   bool isStatic() const {
-    if (!isProduct()) return symbol.empty();
-    for (const DimFactor& f : factors)
-      if (!f.symbol.empty()) return false;
+    if (!isProduct())
+      return symbol.empty();
+    for (const DimFactor &f : factors)
+      if (!f.symbol.empty())
+        return false;
     return true;
   }
   // The canonical spelling, used by every stage after the parser (the AST printer, `attn.dims`,
   // runtime descriptors and their messages): "N", "64", or the factors in source order joined by
   // '*' without blanks, "M*D" or "2*C".
   std::string str() const {
-    if (!isProduct()) return symbol.empty() ? std::to_string(value) : symbol;
+    if (!isProduct())
+      return symbol.empty() ? std::to_string(value) : symbol;
     std::string s;
-    for (size_t i = 0; i < factors.size(); ++i) s += (i ? "*" : "") + factors[i].str();
+    for (size_t i = 0; i < factors.size(); ++i)
+      s += (i ? "*" : "") + factors[i].str();
     return s;
   }
 };
@@ -136,7 +140,7 @@ struct TensorDecl {
   std::vector<DimSpec> dims; // declared type (inputs, outputs)
   // Filled by Sema for every tensor: each dimension's extent as an integer expression.
   std::vector<ExprPtr> extents;
-  struct Definition* def = nullptr; // the definition that computes it (outputs, locals)
+  struct Definition *def = nullptr; // the definition that computes it (outputs, locals)
   size_t rank() const { return dims.empty() ? extents.size() : dims.size(); }
 };
 
@@ -145,7 +149,7 @@ struct Definition {
   Loc loc;
   std::vector<IndexDecl> indices;
   ExprPtr rhs;
-  TensorDecl* tensor = nullptr; // the output or local tensor it defines (Sema)
+  TensorDecl *tensor = nullptr; // the output or local tensor it defines (Sema)
 };
 
 struct ConstDecl {
@@ -174,15 +178,15 @@ struct Kernel {
   };
   std::vector<Requirement> requirements;
   // What a failed requirement reports: "requirement failed: <message or condition>".
-  static std::string failure(const Requirement& r);
+  static std::string failure(const Requirement &r);
   // The same, prefixed with "FILE:LINE:COL: " for checks made when the kernel is called.
-  static std::string failureAt(const Requirement& r);
+  static std::string failureAt(const Requirement &r);
   std::vector<std::unique_ptr<Definition>> defs;
   std::vector<std::unique_ptr<TensorDecl>> locals; // tensors of non-output definitions (Sema)
   // Size symbols in order of first appearance in the inputs, with where they are bound.
   struct SizeBinding {
     std::string name;
-    const TensorDecl* tensor;
+    const TensorDecl *tensor;
     int dim;
   };
   std::vector<SizeBinding> sizes;
@@ -215,7 +219,7 @@ struct Module {
 };
 
 // Prints the (annotated, once Sema ran) AST in an indented, FileCheck-friendly form.
-void printModule(std::ostream& os, const Module& m);
-std::string exprToString(const Expr& e);
+void printModule(std::ostream &os, const Module &m);
+std::string exprToString(const Expr &e);
 
 } // namespace attnc::dsl

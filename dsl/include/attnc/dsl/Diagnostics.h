@@ -15,7 +15,7 @@ struct SourceFile;
 struct Loc {
   int line = 0;
   int col = 0;
-  const SourceFile* file = nullptr;
+  const SourceFile *file = nullptr;
   bool valid() const { return line > 0; }
 };
 
@@ -46,17 +46,19 @@ public:
 
   // While a context is pushed, every error and warning is followed by a note at its location
   // (innermost first): "in call to 'linear' here" points from a function body to its call site.
-  void pushContext(Loc loc, std::string msg) { contexts_.push_back({Severity::Note, loc, std::move(msg)}); }
+  void pushContext(Loc loc, std::string msg) {
+    contexts_.push_back({Severity::Note, loc, std::move(msg)});
+  }
   void popContext() { contexts_.pop_back(); }
 
   bool hasErrors() const { return numErrors_ > 0; }
   int numErrors() const { return numErrors_; }
-  const std::vector<Diagnostic>& diagnostics() const { return diags_; }
-  const SourceFile& file() const { return *file_; }
+  const std::vector<Diagnostic> &diagnostics() const { return diags_; }
+  const SourceFile &file() const { return *file_; }
 
   // Prints every diagnostic in clang style, with the source line and a caret.
-  void print(std::ostream& os) const;
-  static void print(std::ostream& os, const SourceFile& file, const Diagnostic& d);
+  void print(std::ostream &os) const;
+  static void print(std::ostream &os, const SourceFile &file, const Diagnostic &d);
 
 private:
   void report(Severity s, Loc loc, std::string msg);

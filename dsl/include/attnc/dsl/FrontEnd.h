@@ -26,13 +26,14 @@ struct LoadedModule {
 // Reads `path` and everything it imports, parses and analyses it. Prints clang-style
 // diagnostics (`file:line:col: error: ...`, or a plain `error:` for unreadable files) to `err`;
 // returns false on any error.
-bool loadModule(const std::string& path, const FrontEndOptions& opts, std::ostream& err, LoadedModule* out);
+bool loadModule(const std::string &path, const FrontEndOptions &opts, std::ostream &err,
+                LoadedModule *out);
 
 // Reads the regular file `path` (at most `maxBytes` of it) into `text`. Anything else (a
 // directory, device, FIFO or socket, such as /dev/zero or a named pipe nobody writes to) is
 // refused without reading: it is opened non-blocking and checked with fstat first. On failure
 // `why` says what is wrong, as a clause ("it is a FIFO, not a regular file").
-bool readRegularFile(const std::string& path, size_t maxBytes, std::string* text, std::string* why);
+bool readRegularFile(const std::string &path, size_t maxBytes, std::string *text, std::string *why);
 
 // Source files (the input and each import) are at most this large.
 constexpr size_t kMaxSourceBytes = 16u << 20;

@@ -1,4 +1,5 @@
-// fp64 reference interpreter of checked .attn kernels: plain loops over the AST, independent of Halide.
+// fp64 reference interpreter of checked .attn kernels: plain loops over the AST, independent of
+// Halide.
 #pragma once
 
 #include "attnc/dsl/AST.h"
@@ -24,6 +25,7 @@ struct RefTensor {
 // row maximum, masked points are 0 and a row with no unmasked point is all zeros.
 // Returns false with a message in `err` (naming the tensor and dimension where it applies) for
 // mismatched input ranks, sizes or dtypes, an out-of-range read, or integer division by zero.
-bool interpret(const Kernel& k, const std::vector<RefTensor>& inputs, std::vector<RefTensor>* outputs, std::string* err);
+bool interpret(const Kernel &k, const std::vector<RefTensor> &inputs,
+               std::vector<RefTensor> *outputs, std::string *err);
 
 } // namespace attnc::dsl

@@ -1,4 +1,5 @@
-// Names a compiled kernel cannot take: they would collide with C/C++, the C library or the Halide runtime.
+// Names a compiled kernel cannot take: they would collide with C/C++, the C library or the Halide
+// runtime.
 #pragma once
 
 #include <string>
@@ -11,6 +12,6 @@ namespace attnc::dsl {
 // C library into the user's program, and named again in the generated C++ descriptor header, so
 // C/C++ keywords, names C and C++ reserve, the C library's symbols and macros, `main`, and the
 // symbols a Halide runtime defines or looks up (halide_*, the CUDA driver's cu*) are refused.
-std::string reservedSymbolReason(const std::string& name);
+std::string reservedSymbolReason(const std::string &name);
 
 } // namespace attnc::dsl

@@ -17,30 +17,31 @@ public:
   // every later recursive walk (Sema, MLIRGen, destructors) stays well inside the stack.
   static constexpr int kMaxTreeHeight = 2000;
 
-  Parser(const SourceFile& file, DiagEngine& diags);
+  Parser(const SourceFile &file, DiagEngine &diags);
   // Returns null after reporting an error. An imported file (`requireKernel` false) may hold
   // only functions and imports.
   std::unique_ptr<Module> parseModule(bool requireKernel = true);
 
 private:
   struct Abort {};
-  const Token& cur() const { return toks_[pos_]; }
-  const Token& peekTok(size_t n) const { return toks_[std::min(pos_ + n, toks_.size() - 1)]; }
+  const Token &cur() const { return toks_[pos_]; }
+  const Token &peekTok(size_t n) const { return toks_[std::min(pos_ + n, toks_.size() - 1)]; }
   bool is(Tok k) const { return cur().kind == k; }
-  bool isIdent(const char* text) const { return is(Tok::Ident) && cur().text == text; }
+  bool isIdent(const char *text) const { return is(Tok::Ident) && cur().text == text; }
   Token take() { return toks_[pos_ < toks_.size() - 1 ? pos_++ : pos_]; }
   bool accept(Tok k) {
-    if (!is(k)) return false;
+    if (!is(k))
+      return false;
     take();
     return true;
   }
-  Token expect(Tok k, const char* context);
-  [[noreturn]] void fail(Loc loc, const std::string& msg);
+  Token expect(Tok k, const char *context);
+  [[noreturn]] void fail(Loc loc, const std::string &msg);
 
   std::unique_ptr<Kernel> parseKernel();
   std::unique_ptr<TensorDecl> parseParam(TensorRole role);
-  DimFactor parseDimFactor(const char* context);
-  void parseConsts(Kernel& k);
+  DimFactor parseDimFactor(const char *context);
+  void parseConsts(Kernel &k);
   std::unique_ptr<Definition> parseDefinition();
   std::unique_ptr<FunctionDef> parseFunctionDef();
   Import parseImport();
@@ -53,11 +54,11 @@ private:
   ExprPtr parseReduction();
   ExprPtr parseSoftmax();
   bool looksLikeReduction() const;
-  void setHeight(Expr& e);
+  void setHeight(Expr &e);
 
-  bool isBound(const std::string& name) const;
+  bool isBound(const std::string &name) const;
 
-  DiagEngine& diags_;
+  DiagEngine &diags_;
   // Names already meaning something where the parser stands (tensors, sizes, constants, indices
   // in scope): `max(i, M) ...` over bound names is the elementwise function, not a reduction.
   std::set<std::string> kernelNames_;

@@ -14,9 +14,9 @@ struct SemaOptions {
 };
 
 // Annotates the module in place; returns false (with diagnostics) on any error.
-bool analyze(Module& m, DiagEngine& diags, const SemaOptions& opts = {});
+bool analyze(Module &m, DiagEngine &diags, const SemaOptions &opts = {});
 
 // True for the elementwise builtins (exp, max, select, ...), which cannot name tensors.
-bool isBuiltinFunction(const std::string& name);
+bool isBuiltinFunction(const std::string &name);
 
 } // namespace attnc::dsl
