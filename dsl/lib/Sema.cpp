@@ -902,8 +902,7 @@ private:
       }
     }
     for (Expr *e : {idx.range->lo.get(), idx.range->hi.get()}) {
-      // Range ends see sizes and constants, not indices: the range of an index is fixed per kernel
-      // call.
+      // Range ends see sizes and constants, not indices: the range of an index is fixed per kernel call.
       std::vector<ScopeEntry> saved;
       saved.swap(scope_);
       check(*e);
@@ -1177,8 +1176,7 @@ private:
     return e;
   }
 
-  // The factors of an extent: a size, a literal, or (outputs, locals) a product or other
-  // expression.
+  // The factors of an extent: a size, a literal, or (outputs, locals) a product or other expression.
   static void factorsOf(const Expr &e, std::vector<const Expr *> &out) {
     if (e.kind == ExprKind::Binary && e.name == "*") {
       factorsOf(*e.args[0], out);

@@ -1,5 +1,4 @@
-// What the signal handlers remove (output.cpp's registry), shared with signals.cpp; private to
-// attnc_runtime.
+// What the signal handlers remove (output.cpp's registry), shared with signals.cpp; private to attnc_runtime.
 #pragma once
 
 #include <atomic>

@@ -1,5 +1,4 @@
-// .npy reader/writer: strict header parsing with path-prefixed errors; files are written through an
-// OutputSet.
+// .npy reader/writer: strict header parsing with path-prefixed errors; files are written through an OutputSet.
 #include "attnc/npy.h"
 
 #include <fcntl.h>

@@ -1,5 +1,4 @@
-// Safe output files: checked targets, unique temporaries, all-or-nothing renames, and cleanup on
-// SIGINT/SIGTERM/SIGHUP.
+// Safe output files: checked targets, unique temporaries, all-or-nothing renames, and cleanup on SIGINT/SIGTERM/SIGHUP.
 #include "attnc/output.h"
 
 #include "cleanup.h"

@@ -1,5 +1,4 @@
-// Runtime implementation: descriptor checks, size binding, call validation and the Halide argv
-// bridge.
+// Runtime implementation: descriptor checks, size binding, call validation and the Halide argv bridge.
 #include "attnc/runtime.h"
 
 #include <HalideRuntime.h>
@@ -913,8 +912,9 @@ std::string explain(const KernelDesc &k, std::string m) {
              (input ? " (a subscript leaves the tensor)" : "");
     }
   }
-  // Gathers (HalideGen): "Requirement Failed: (...) input q is read at 7 in dimension 0 of extent
-  // 5", with the DSL's dimension. (Halide prints the condition and the value before the message.)
+  // Gathers (HalideGen): "Requirement Failed: (...) input q is read at 7 in dimension 0 of extent 5",
+  // with the DSL's dimension.
+  // (Halide prints the condition and the value before the message.)
   size_t read = m.rfind(" is read at ");
   pos = read == std::string::npos ? 0 : m.rfind(" input ", read);
   if (m.rfind("Requirement Failed: ", 0) == 0 && m.find("[attnc] ") == std::string::npos &&

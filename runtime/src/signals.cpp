@@ -1,5 +1,4 @@
-// The tools' signal handling (install_cleanup_handlers), and the mkdtemp that registers Halide's
-// temporary directories.
+// The tools' signal handling (install_cleanup_handlers), and the mkdtemp that registers Halide's temporary directories.
 //
 // Kept apart from output.cpp so that a program linking attnc_runtime for write_npy gets neither:
 // the linker takes this object file only into programs that call install_cleanup_handlers.

@@ -1,5 +1,4 @@
-// Generic CPU schedule: any kernel; every non-trivial Func computed at root, parallel and
-// vectorized.
+// Generic CPU schedule: any kernel; every non-trivial Func computed at root, parallel and vectorized.
 #include "attnc/Schedule.h"
 
 #include <set>

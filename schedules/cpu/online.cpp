@@ -1,5 +1,4 @@
-// CPU schedule for online-softmax attention (attn.online_softmax): FlashAttention's loop nest on
-// cores.
+// CPU schedule for online-softmax attention (attn.online_softmax): FlashAttention's loop nest on cores.
 //
 // Per tile of `rows` query rows (one parallel task), the state (running max, sum, accumulator)
 // lives in L1; per key tile of that task, the score contraction (a small GEMM, rows x T keys over

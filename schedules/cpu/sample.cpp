@@ -7,12 +7,13 @@
 // (Deformable DETR encoder: B=1, Q=20097, M=8, D=32, L=4, P=4), one thread, minimum CPU time
 // over 30 runs while the machine was shared (differences under ~10% are noise). With the sum as
 // the kernel's output ([B, Q, M, D]):
-//   cpu-generic (16-wide d vectors outside the point loops, coordinates computed per vector)  108
-//   ms this rule 70 ms the same with 16-wide vectors (coordinates computed twice per point) 101 ms
-//   the same with p and l swapped (l-invariant shapes/start loads hoisted out of p)             66
-//   ms the same with the P loop unrolled by 4 85 ms the same with the heads outside the queries
-//   (one head's slice of value in L2)              137 ms the same with every location at one point
-//   (everything in L1: the compute alone)            36 ms
+//   cpu-generic (16-wide d vectors outside the point loops, coordinates computed per vector)  108 ms
+//   this rule                                                                                   70 ms
+//   the same with 16-wide vectors (coordinates computed twice per point)                      101 ms
+//   the same with p and l swapped (l-invariant shapes/start loads hoisted out of p)             66 ms
+//   the same with the P loop unrolled by 4                                                      85 ms
+//   the same with the heads outside the queries (one head's slice of value in L2)              137 ms
+//   the same with every location at one point (everything in L1: the compute alone)            36 ms
 // About half the time is waiting for the four corner reads (perf: most samples on the first
 // vector load of a point); the rest is the ~100 scalar instructions per point that compute the
 // coordinates, bounds and clamped indices. The p/l swap is not taken: it changes the order of

@@ -1,5 +1,4 @@
-// CUDA schedule for dense attention: both contractions as shared-memory tiled GEMMs, softmax rows
-// per warp.
+// CUDA schedule for dense attention: both contractions as shared-memory tiled GEMMs, softmax rows per warp.
 #include "attnc/Patterns.h"
 #include "attnc/Schedule.h"
 

@@ -1,5 +1,4 @@
-// Generic CUDA schedule: any kernel; every non-trivial Func computed at root as a grid of thread
-// tiles.
+// Generic CUDA schedule: any kernel; every non-trivial Func computed at root as a grid of thread tiles.
 #include "attnc/Schedule.h"
 
 #include <stdexcept>

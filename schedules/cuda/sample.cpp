@@ -1,5 +1,4 @@
-// CUDA schedule for deformable sampling: threads along the heads' channels, so each corner read is
-// coalesced.
+// CUDA schedule for deformable sampling: threads along the heads' channels, so each corner read is coalesced.
 #include "attnc/Patterns.h"
 #include "attnc/Schedule.h"
 
@@ -28,8 +27,7 @@ public:
   }
 
   // Channel threads stay a multiple of a warp (32: one transaction per corner read). The generic
-  // knobs only where Funcs outside the sampling sums (projections, softmax) get kernels of their
-  // own.
+  // knobs only where Funcs outside the sampling sums (projections, softmax) get kernels of their own.
   std::vector<Knob> knobs(const LoweredKernel &k, const H::Target &) const override {
     std::vector<Knob> ks = {{"cuda.channel_threads", {32, 64, 128}, kChannelThreads},
                             {"cuda.query_threads", {1, 2, 4, 8}, kQueryThreads}};

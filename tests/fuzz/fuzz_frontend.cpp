@@ -1,5 +1,4 @@
-// libFuzzer entry point for attnc's front end: lexer, parser, Sema, MLIRGen, the dialect passes and
-// HalideGen (no Halide compile).
+// libFuzzer entry point for attnc's front end: lexer, parser, Sema, MLIRGen, the dialect passes and HalideGen (no Halide compile).
 //
 // The input is the text of an .attn file. Lines at its very top may carry options that attnc
 // takes on the command line, as comments the DSL itself ignores, so that the fuzzer also reaches

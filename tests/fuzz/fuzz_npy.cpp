@@ -1,5 +1,4 @@
-// libFuzzer entry point for the runtime's .npy reader (attnc::read_npy): the input is the file's
-// bytes.
+// libFuzzer entry point for the runtime's .npy reader (attnc::read_npy): the input is the file's bytes.
 //
 // Beyond crashes and leaks, the harness checks the reader's contract (runtime/include/attnc/npy.h):
 // a rejection names the file first and leaves the output untouched; an accepted array has a rank

@@ -1,5 +1,4 @@
-// Runs a libFuzzer entry point once over files and directories, so builds without libFuzzer (gcc,
-// ctest) replay the corpus.
+// Runs a libFuzzer entry point once over files and directories, so builds without libFuzzer (gcc, ctest) replay the corpus.
 //
 // usage: <replay> PATH...   (every regular file of a directory, recursively, in sorted order)
 // Fails when no input was found, so a missing corpus cannot pass as a clean run; a finding aborts.

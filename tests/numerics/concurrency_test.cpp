@@ -1,5 +1,4 @@
-// One AOT kernel called from 8 threads at once on distinct buffers gives, bitwise, what one call
-// alone gives.
+// One AOT kernel called from 8 threads at once on distinct buffers gives, bitwise, what one call alone gives.
 //
 // attnc::call is documented as thread-safe (each call owns its buffers; Halide's thread pool is
 // shared). Each thread runs every kernel several times on its own inputs, interleaved with the

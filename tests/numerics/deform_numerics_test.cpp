@@ -1,9 +1,9 @@
-// Numerics of the AOT-compiled deformable attention variants
-// (dsl/variants/ms_deform_attn_core.attn: `ms_deform_attn_core`, Deformable DETR's core op,
-// dsl/variants/ms_deform_attn.attn: `ms_deform_attn`, the whole MSDeformAttn module, and
-// dsl/variants/deform_attn.attn: `deform_attn`, single-scale deformable attention v1) against the
-// hand-written fp64 reference (reference/deform_ref.h, grid_sample's bilinear / zero-padding /
-// align_corners=False arithmetic) and the fp64 DSL interpreter.
+// Numerics of the AOT-compiled deformable attention variants (dsl/variants/ms_deform_attn_core.attn:
+// `ms_deform_attn_core`, Deformable DETR's core op, dsl/variants/ms_deform_attn.attn:
+// `ms_deform_attn`, the whole MSDeformAttn module, and dsl/variants/deform_attn.attn:
+// `deform_attn`, single-scale deformable attention v1) against the hand-written fp64 reference
+// (reference/deform_ref.h, grid_sample's bilinear / zero-padding / align_corners=False arithmetic)
+// and the fp64 DSL interpreter.
 //
 // Every check runs the same inputs through (1) the AOT kernel (fp32, output pre-filled with NaN),
 // (2) the reference in fp64 (ground truth) and plain fp32 (which sets the tolerance,
@@ -155,8 +155,7 @@ TEST(DeformNumerics, CoreBorderLocations) {
         xy[1] = corners[j % 8][1];
       }
     Outcome r = checkCore(s, loc, seed, " border locs");
-    // Far-outside points contribute nothing; the border points must still give a non-trivial
-    // output.
+    // Far-outside points contribute nothing; the border points must still give a non-trivial output.
     double mx = 0;
     for (double v : r.ref)
       mx = std::max(mx, std::abs(v));

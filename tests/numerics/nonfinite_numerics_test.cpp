@@ -1,5 +1,4 @@
-// NaN, inf and extreme magnitudes through the AOT attention kernels, under every schedule, against
-// fp64.
+// NaN, inf and extreme magnitudes through the AOT attention kernels, under every schedule, against fp64.
 //
 // The rules (docs/language.md, "Floating point"): a NaN stays in exactly the rows it reaches (a
 // NaN or +inf score makes its row NaN, as PyTorch's SDPA does), a masked key is never read (its
@@ -148,8 +147,7 @@ TEST_P(NonFiniteSdpa, RowsFollowIeeeAndPyTorch) {
     for (float &x : v.f)
       x *= c.vScale;
     const auto ref = attnc_ref::sdpa<double>(q.fp(), k.fp(), v.fp(), 1, H, Nq, Nk, D);
-    // The tolerance from the unscaled values (fp32 on v * 7e37 overflows where the kernel must
-    // not).
+    // The tolerance from the unscaled values (fp32 on v * 7e37 overflows where the kernel must not).
     const auto ref1 = attnc_ref::sdpa<double>(q.fp(), k.fp(), plainV.fp(), 1, H, Nq, Nk, D);
     const auto plain1 = attnc_ref::sdpa<float>(q.fp(), k.fp(), plainV.fp(), 1, H, Nq, Nk, D);
     const double tol = attnc_ref::tolerance(finiteDiff(plain1, ref1)) * c.vScale;
@@ -243,8 +241,7 @@ TEST(NonFiniteMasked, MaskedKeysAreNeverRead) {
   In q = attnc_test::randn({1, H, Nq, D}, 141), k = attnc_test::randn({1, H, Nk, D}, 142),
      v = attnc_test::randn({1, H, Nk, D}, 143);
   const double tol = sdpaTolerance(q, k, v, Nk);
-  // Keys 40.. are padding and key 3 is masked for every query; their keys and values hold NaN and
-  // inf.
+  // Keys 40.. are padding and key 3 is masked for every query; their keys and values hold NaN and inf.
   std::vector<int32_t> pad(Nk, 0), mask((size_t)Nq * Nk, 1);
   for (int j = 40; j < Nk; ++j)
     pad[j] = 1;
@@ -256,8 +253,7 @@ TEST(NonFiniteMasked, MaskedKeysAreNeverRead) {
       v.f[ki(h, j, 2)] = kNaN, v.f[ki(h, j, 7)] = -kInf;
     }
   In padIn = attnc_test::ints({1, Nk}, pad), maskIn = attnc_test::ints({Nq, Nk}, mask);
-  // Key 3 is not padding: padding_mask reads it, so its rows are NaN; attn_mask_bool never reads
-  // 41, 52.
+  // Key 3 is not padding: padding_mask reads it, so its rows are NaN; attn_mask_bool never reads 41, 52.
   for (int j : {41, 52})
     pad[j] = 1;
   const auto refPad = interpret("padding_mask.attn", "padding_mask", {q, k, v, padIn});

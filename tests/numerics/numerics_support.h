@@ -1,5 +1,4 @@
-// Shared by the numerics tests: inputs, the variants for the fp64 interpreter, and the common
-// check.
+// Shared by the numerics tests: inputs, the variants for the fp64 interpreter, and the common check.
 #pragma once
 
 #include "attnc/dsl/FrontEnd.h"

@@ -205,8 +205,7 @@ void checkBorders(const Config &c, float sign, unsigned seed) {
           const size_t e = (((size_t)b * s.Y + y) * s.X + xx) * s.C + ch;
           const double refDiff = z.ref[e] - x.ref[e];
           if (in) {
-            // Same function in the interior: the references agree exactly, the kernels within
-            // tolerance.
+            // Same function in the interior: the references agree exactly, the kernels within tolerance.
             EXPECT_EQ(refDiff, 0.0)
                 << label << ": references differ at interior pixel (" << y << "," << xx << ")";
             if (z.ran && x.ran) {

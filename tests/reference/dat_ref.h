@@ -3,8 +3,7 @@
 // fixed_pe=False, log_cpb=False, no_off=False and offset_range_factor >= 0, not from the DSL.
 //
 // Both samplings follow F.grid_sample(mode='bilinear', padding_mode='zeros', align_corners=True)
-// as ATen's CPU kernel computes it: a normalised coordinate g of a map of `size` pixels is the
-// pixel
+// as ATen's CPU kernel computes it: a normalised coordinate g of a map of `size` pixels is the pixel
 // ((g + 1) / 2) * (size - 1); with ix_nw = floor(ix) (iy likewise) the corners weigh
 //   nw = (ix_nw + 1 - ix) (iy_nw + 1 - iy), ne = (ix - ix_nw) (iy_nw + 1 - iy),
 //   sw = (ix_nw + 1 - ix) (iy - iy_nw),     se = (ix - ix_nw) (iy - iy_nw),
@@ -41,8 +40,7 @@ struct DatWeights {
 
 namespace dat_detail {
 
-// grid_sample (bilinear, zeros, align_corners=True) of the Hs x Ws map at(y, x) at normalised (gy,
-// gx).
+// grid_sample (bilinear, zeros, align_corners=True) of the Hs x Ws map at(y, x) at normalised (gy, gx).
 template <typename T, typename At> T gridSampleAC(At at, int Hs, int Ws, T gy, T gx) {
   const T ix = ((gx + T(1)) / T(2)) * T(Ws - 1), iy = ((gy + T(1)) / T(2)) * T(Hs - 1);
   const T fx = std::floor(ix), fy = std::floor(iy);
@@ -57,8 +55,7 @@ template <typename T, typename At> T gridSampleAC(At at, int Hs, int Ws, T gy, T
   return acc;
 }
 
-// A 1x1 convolution on channels-last rows: out[i, o] = b[o] + sum_c in[i, c] w[o, c] (b may be
-// null).
+// A 1x1 convolution on channels-last rows: out[i, o] = b[o] + sum_c in[i, c] w[o, c] (b may be null).
 template <typename T, typename Src>
 std::vector<T> conv1x1(const Src *in, size_t rows, int Cin, const float *w, const float *b,
                        int Cout) {
@@ -88,8 +85,7 @@ std::vector<T> datAttn(const float *x, const DatWeights &wt, int B, int H, int W
   // q = proj_q(x)
   const std::vector<T> q = dat_detail::conv1x1<T>(x, B * HW, C, wt.w_q, wt.b_q, C);
 
-  // offset = conv_offset(q of group g); pos = tanh(offset) * (1 / (Hk - 1), 1 / (Wk - 1)) * orf +
-  // reference.
+  // offset = conv_offset(q of group g); pos = tanh(offset) * (1 / (Hk - 1), 1 / (Wk - 1)) * orf + reference.
   std::vector<T> pos((size_t)B * G * Ns * 2);
   std::vector<T> dw(Cg);
   const T range[2] = {T(1) / (T(Hk) - T(1)), T(1) / (T(Wk) - T(1))};
@@ -147,8 +143,7 @@ std::vector<T> datAttn(const float *x, const DatWeights &wt, int B, int H, int W
   const std::vector<T> k = dat_detail::conv1x1<T>(xs.data(), (size_t)B * Ns, C, wt.w_k, wt.b_k, C);
   const std::vector<T> v = dat_detail::conv1x1<T>(xs.data(), (size_t)B * Ns, C, wt.w_v, wt.b_v, C);
 
-  // Per head: scores * n_head_channels^-0.5 + rpe bias at (q_grid - pos) / 2, softmax over the
-  // keys, times v.
+  // Per head: scores * n_head_channels^-0.5 + rpe bias at (q_grid - pos) / 2, softmax over the keys, times v.
   const T scale = T(std::pow((double)hc, -0.5));
   const int Ty = 2 * H - 1, Tx = 2 * W - 1;
   std::vector<T> att((size_t)B * HW * C), s(Ns);

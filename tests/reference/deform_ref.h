@@ -1,7 +1,7 @@
-// Hand-written references for the deformable-attention variants
-// (dsl/variants/ms_deform_attn_core.attn, dsl/variants/ms_deform_attn.attn and
-// dsl/variants/deform_attn.attn), written from Deformable DETR's formulas
-// (ms_deform_attn_core_pytorch, MSDeformAttn.forward and eq. 2 of the paper), not from the DSL.
+// Hand-written references for the deformable-attention variants (dsl/variants/ms_deform_attn_core.attn,
+// dsl/variants/ms_deform_attn.attn and dsl/variants/deform_attn.attn), written from Deformable
+// DETR's formulas (ms_deform_attn_core_pytorch, MSDeformAttn.forward and eq. 2 of the paper), not
+// from the DSL.
 //
 // Sampling follows F.grid_sample(mode='bilinear', padding_mode='zeros', align_corners=False) on
 // the grid 2 * loc - 1: a normalised (x, y) location of level l (H_l x W_l) samples pixel
@@ -97,10 +97,9 @@ std::vector<T> msDeformAttnCore(const float *value, const int32_t *shapes, const
 // The whole MSDeformAttn module (2-d reference points), PyTorch's weights as views:
 //   value[b, s, m, d]     = b_v[m, d] + sum_c input[b, s, c] w_v[m, d, c]          (value_proj)
 //   off[b, q, m, l, p, k] = b_off[m, l, p, k] + sum_c query[b, q, c] w_off[m, l, p, k, c]
-//   aw[b, q, m, :, :]     = softmax over (l, p) of b_aw[m, l, p] + sum_c query[b, q, c] w_aw[m, l,
-//   p, c] loc_x = ref[b, q, l, 0] + off[..., 0] / W_l,  loc_y = ref[b, q, l, 1] + off[..., 1] / H_l
-//   a = msDeformAttnCore(value, loc, aw),  o[b, q, oc] = b_o[oc] + sum_{m, d} a[b, q, m, d] w_o[oc,
-//   m, d].
+//   aw[b, q, m, :, :]     = softmax over (l, p) of b_aw[m, l, p] + sum_c query[b, q, c] w_aw[m, l, p, c]
+//   loc_x = ref[b, q, l, 0] + off[..., 0] / W_l,  loc_y = ref[b, q, l, 1] + off[..., 1] / H_l
+//   a = msDeformAttnCore(value, loc, aw),  o[b, q, oc] = b_o[oc] + sum_{m, d} a[b, q, m, d] w_o[oc, m, d].
 // query [B, Q, C], ref [B, Q, L, 2], input [B, S, C] -> o [B, Q, C].
 template <typename T>
 std::vector<T>
@@ -173,11 +172,11 @@ msDeformAttn(const float *query, const float *ref, const float *input, const int
 }
 
 // Single-scale deformable attention v1 (Deformable DETR eq. 2), as the paper writes it:
-//   dp[b, q, m, k, t] = b_off[m, k, t] + sum_c z[b, q, c] w_off[m, k, t, c]       (t = 0: y, 1: x;
-//   pixels) A[b, q, m, :]     = softmax over k of b_a[m, k] + sum_c z[b, q, c] w_a[m, k, c] s[c] =
-//   bilinear sample of x[b, :, :, c] at (p[b, q, 0] + dp[.., 0], p[b, q, 1] + dp[.., 1]) h[b, q, m,
-//   d]     = sum_k A[b, q, m, k] sum_c w_v[m, d, c] s[c] o[b, q, oc]       = b_o[oc] + sum_{m, d}
-//   w_o[oc, m, d] h[b, q, m, d].
+//   dp[b, q, m, k, t] = b_off[m, k, t] + sum_c z[b, q, c] w_off[m, k, t, c]       (t = 0: y, 1: x; pixels)
+//   A[b, q, m, :]     = softmax over k of b_a[m, k] + sum_c z[b, q, c] w_a[m, k, c]
+//   s[c]              = bilinear sample of x[b, :, :, c] at (p[b, q, 0] + dp[.., 0], p[b, q, 1] + dp[.., 1])
+//   h[b, q, m, d]     = sum_k A[b, q, m, k] sum_c w_v[m, d, c] s[c]
+//   o[b, q, oc]       = b_o[oc] + sum_{m, d} w_o[oc, m, d] h[b, q, m, d].
 // The samples are taken from x and projected afterwards (W'_m x(p)), the order of the formula; the
 // kernel may project first, which is the same linear map.
 // x [B, Y, X, C], z [B, Q, C], p [B, Q, 2] (y, x), w_off [M, K, 2, C], b_off [M, K, 2],

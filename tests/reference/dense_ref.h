@@ -148,8 +148,7 @@ template <typename T> T geluExact(T x) {
 // 1./2. Multi-head self-attention with a fused qkv projection.
 //   x [B, N, C], w_qkv [3, H, Dh, C], b_qkv [3, H, Dh] (null: mhsa_nobias), w_o [C, H, Dh], b_o [C]
 //   q/k/v[b,h,i,d] = sum_c x[b,i,c] w_qkv[0/1/2,h,d,c] (+ b_qkv[0/1/2,h,d]),
-//   a = softmax_j(q.k * Dh^-0.5) v,  y[b,i,o] = b_o[o] + sum_{h,d} a[b,i,h,d] w_o[o,h,d].  y: [B,
-//   N, C]
+//   a = softmax_j(q.k * Dh^-0.5) v,  y[b,i,o] = b_o[o] + sum_{h,d} a[b,i,h,d] w_o[o,h,d].  y: [B, N, C]
 template <typename T>
 std::vector<T> mhsa(const float *x, const float *w_qkv, const float *b_qkv, const float *w_o,
                     const float *b_o, int B, int N, int C, int H, int Dh) {
@@ -171,8 +170,7 @@ std::vector<T> mhsa_nobias(const float *x, const float *w_qkv, const float *w_o,
 }
 
 // 3. Multi-head cross-attention, no qkv bias.
-//   x_q [B, Nq, C], x_k/x_v [B, Nk, C], w_q/w_k/w_v [H, Dh, C], w_o [C, H, Dh], b_o [C] -> y [B,
-//   Nq, C]
+//   x_q [B, Nq, C], x_k/x_v [B, Nk, C], w_q/w_k/w_v [H, Dh, C], w_o [C, H, Dh], b_o [C] -> y [B, Nq, C]
 template <typename T>
 std::vector<T> cross_attention(const float *x_q, const float *x_k, const float *x_v,
                                const float *w_q, const float *w_k, const float *w_v,
@@ -196,8 +194,7 @@ std::vector<T> causal_attention(const float *q, const float *k, const float *v, 
 
 // 5. Tokens-to-Token ViT attention (no qkv bias; v is the skip connection).
 //   x [B, N, Dim], w_qkv [3, H, Dh, Dim], w_o [Ch, H, Dh], b_o [Ch], Ch = H * Dh -> y [B, N, Ch]
-//   s = (q * Dh^-0.5) . k,  y[b,i,o] = v[b, o/Dh, i, o%Dh] + b_o[o] + sum_{h,d} a[b,i,h,d]
-//   w_o[o,h,d]
+//   s = (q * Dh^-0.5) . k,  y[b,i,o] = v[b, o/Dh, i, o%Dh] + b_o[o] + sum_{h,d} a[b,i,h,d] w_o[o,h,d]
 template <typename T>
 std::vector<T> t2t_attention(const float *x, const float *w_qkv, const float *w_o, const float *b_o,
                              int B, int N, int Dim, int H, int Dh) {
@@ -286,8 +283,7 @@ std::vector<T> gqa(const float *q, const float *k, const float *v, int B, int Hq
                               [](int, int, int, int) { return T(0); });
 }
 
-// 9. ALiBi: s = q.k * D^-0.5 + m_h (j - i),  m_h = 2^(-8 (h + 1) / H).  q [B,H,Nq,D], k/v
-// [B,H,Nk,D]
+// 9. ALiBi: s = q.k * D^-0.5 + m_h (j - i),  m_h = 2^(-8 (h + 1) / H).  q [B,H,Nq,D], k/v [B,H,Nk,D]
 template <typename T>
 std::vector<T> alibi(const float *q, const float *k, const float *v, int B, int H, int Nq, int Nk,
                      int D) {
@@ -308,8 +304,7 @@ std::vector<T> relative_bias(const float *q, const float *k, const float *v, con
       [&](int, int h, int i, int j) { return T(table[(size_t)h * R + (j - i + Nq - 1)]); });
 }
 
-// 11. Key padding mask: key j of batch b is excluded where key_padding_mask[b, j] != 0; a query
-// with
+// 11. Key padding mask: key j of batch b is excluded where key_padding_mask[b, j] != 0; a query with
 //     every key excluded outputs zeros.  key_padding_mask [B, Nk]
 template <typename T>
 std::vector<T> padding_mask(const float *q, const float *k, const float *v,

@@ -6,21 +6,18 @@
 //
 // msda: x [B, Y, X, C] (the seed's forward input), C = 3 * Cg (three dilation groups, group g with
 // dilation r[g]), heads of hd channels inside each group (Cg % hd == 0).
-//   qkv[s, b, ch, y, x] = b_qkv[s*C + ch] + sum_c w_qkv[s*C + ch, c] x[b, y, x, c]   (1x1 conv, s =
-//   q/k/v)
+//   qkv[s, b, ch, y, x] = b_qkv[s*C + ch] + sum_c w_qkv[s*C + ch, c] x[b, y, x, c]   (1x1 conv, s = q/k/v)
 //     (w_qkv [3C, C] is passed as its view [3, G, Cg, C], b_qkv [3C] as [3, G, Cg]);
 //   group g takes channels g*Cg .. g*Cg+Cg-1 of q, k, v; head h of the group its channels h*hd ..;
 //   DilateAttention (window 3, dilation r = r[g], nn.Unfold(3, r, padding r)): the query at (y, x)
 //   sees positions (y + (u-1) r, x + (t-1) r), u, t in [0, 3); positions outside the map have zero
 //   keys and values (score 0, in the softmax over all 9 positions, value 0);
-//     s_{u,t} = hd^-0.5 q . k_{u,t},  a[b, y, x, g*Cg + h*hd + e] = sum_{u,t} softmax(s)_{u,t}
-//     v_{u,t}[e];
-//   o[b, y, x, oc] = b_o[oc] + sum_c a[b, y, x, c] w_o[oc, c]                         (proj,
-//   nn.Linear)
+//     s_{u,t} = hd^-0.5 q . k_{u,t},  a[b, y, x, g*Cg + h*hd + e] = sum_{u,t} softmax(s)_{u,t} v_{u,t}[e];
+//   o[b, y, x, oc] = b_o[oc] + sum_c a[b, y, x, c] w_o[oc, c]                         (proj, nn.Linear)
 // dilateBlock: x [B, C, Y, X] -> o [B, C, Y, X]:
-//   x1 = x + DWConv3x3(x) (padding 1, bias; w_pos [C, 1, 3, 3] passed as [C, 3, 3]), as [B, Y, X,
-//   C]; y1 = x1 + msda(LayerNorm1(x1));  y = y1 + fc2(GELU(fc1(LayerNorm2(y1))));  o = y permuted
-//   back. LayerNorm eps 1e-5 (biased variance), exact (erf) GELU, fc1 [F, C], fc2 [C, F].
+//   x1 = x + DWConv3x3(x) (padding 1, bias; w_pos [C, 1, 3, 3] passed as [C, 3, 3]), as [B, Y, X, C];
+//   y1 = x1 + msda(LayerNorm1(x1));  y = y1 + fc2(GELU(fc1(LayerNorm2(y1))));  o = y permuted back.
+//   LayerNorm eps 1e-5 (biased variance), exact (erf) GELU, fc1 [F, C], fc2 [C, F].
 #pragma once
 
 #include "reference/dense_ref.h"
@@ -118,8 +115,7 @@ std::vector<T> linearRows(const std::vector<T> &x, const float *w, const float *
 
 } // namespace detail
 
-// msda: x [B, Y, X, C], w_qkv [3, 3, C/3, C], b_qkv [3, 3, C/3], w_o [C, C], b_o [C] -> [B, Y, X,
-// C].
+// msda: x [B, Y, X, C], w_qkv [3, 3, C/3, C], b_qkv [3, 3, C/3], w_o [C, C], b_o [C] -> [B, Y, X, C].
 template <typename T>
 std::vector<T> msda(const float *x, const float *w_qkv, const float *b_qkv, const float *w_o,
                     const float *b_o, int B, int Y, int X, int C, int hd, int r0, int r1, int r2,

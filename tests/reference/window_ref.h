@@ -13,8 +13,7 @@
 //     value are zero vectors, so the score is 0 and the position takes part in the softmax over all
 //     w*w positions, contributing value 0;
 //   exclude == true (`swda_natten`): the position takes no part in the softmax (which runs over the
-//     in-range positions only) and contributes nothing. The centre (u = t = w/2) is always in
-//     range.
+//     in-range positions only) and contributes nothing. The centre (u = t = w/2) is always in range.
 #pragma once
 
 #include "reference/sdpa_ref.h"

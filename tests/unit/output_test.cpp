@@ -1,5 +1,4 @@
-// Unit tests for attnc/output.h: refused targets, all-or-nothing commits with injected failures,
-// devices, signals.
+// Unit tests for attnc/output.h: refused targets, all-or-nothing commits with injected failures, devices, signals.
 #include "attnc/output.h"
 
 #include <dirent.h>

@@ -1,5 +1,4 @@
-// Unit tests for attnc_runtime: registry, size binding, call validation and the Halide buffer
-// bridge (via fake kernels).
+// Unit tests for attnc_runtime: registry, size binding, call validation and the Halide buffer bridge (via fake kernels).
 #include "attnc/runtime.h"
 
 #include <HalideRuntime.h>

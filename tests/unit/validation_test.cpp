@@ -1,5 +1,4 @@
-// Calls every bundled AOT kernel (all registered descriptors) with wrong inputs of every kind and
-// checks the errors.
+// Calls every bundled AOT kernel (all registered descriptors) with wrong inputs of every kind and checks the errors.
 //
 // Each kernel is linked into this binary by tests/CMakeLists.txt (attnc_register_kernels), so the
 // runtime registry lists them. For every descriptor the test builds a call whose tensors agree
@@ -110,8 +109,7 @@ void expectRefused(const attnc::KernelDesc &k, const Call &c, const std::string 
   attnc::Status st2 = attnc::call(k, c.in, c.out);
   EXPECT_FALSE(st2.ok()) << k.name << ": call() accepted " << what;
   for (size_t o = 0; o < c.out.size(); ++o)
-    // memcmp's pointers must not be null even for 0 bytes: an empty snapshot has nothing to
-    // compare.
+    // memcmp's pointers must not be null even for 0 bytes: an empty snapshot has nothing to compare.
     if (c.out[o].data && !before[o].empty())
       EXPECT_EQ(std::memcmp(c.out[o].data, before[o].data(), before[o].size()), 0)
           << what << ": output written";

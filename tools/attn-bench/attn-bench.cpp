@@ -1,5 +1,4 @@
-// attn-bench: the project's benchmark; bundled AOT kernels against baselines measured in the same
-// run.
+// attn-bench: the project's benchmark; bundled AOT kernels against baselines measured in the same run.
 //
 // For each variant and shape (entries_*.cpp): the median time of the kernel under the default
 // schedule (auto), its GFLOP/s (GB/s for memory-bound variants; each entry says which and writes

@@ -13,8 +13,7 @@ namespace attn_bench {
 
 class TorchBaseline;
 
-// A kernel input (f32 or i32, C order), kept by the case so every implementation reads the same
-// data.
+// A kernel input (f32 or i32, C order), kept by the case so every implementation reads the same data.
 struct Tensor {
   std::vector<int64_t> shape;
   std::vector<float> f;
@@ -112,8 +111,7 @@ struct CaseResult {
 // the case's lines on stdout as it goes.
 CaseResult runCase(Case &c, const Options &o);
 
-// Counts c.tileSource's visited key tiles at c's inputs into r (tiles.cpp); false with
-// r->tileError.
+// Counts c.tileSource's visited key tiles at c's inputs into r (tiles.cpp); false with r->tileError.
 bool countTiles(Case &c, CaseResult *r);
 
 // The 1-minute load average (/proc/loadavg), -1 where unknown.

@@ -86,8 +86,7 @@ void benchMsda(const Options &o, std::vector<CaseResult> *out) {
       c.schedules.push_back({"tuned", &attnc_kernels::bench_msda_tuned()});
 #endif
     (void)mainShape;
-    // Unscheduled, the qkv convolution is recomputed inside every window score and softmax
-    // statistic.
+    // Unscheduled, the qkv convolution is recomputed inside every window score and softmax statistic.
     c.unscheduledNote = "not timed: unscheduled msda recomputes the qkv convolution per score (B1 "
                         "3x3 C72: over 30 s)";
     c.reference = [&c, s, hd] {

@@ -1,5 +1,4 @@
-// PyTorch's formulations of msda and ms_deform_attn_core in plain C++: what PyTorch materialises,
-// without PyTorch.
+// PyTorch's formulations of msda and ms_deform_attn_core in plain C++: what PyTorch materialises, without PyTorch.
 #include "pytorch_style.h"
 
 #include <algorithm>

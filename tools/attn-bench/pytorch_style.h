@@ -1,5 +1,4 @@
-// Plain C++ ports of PyTorch's formulations (nn.Unfold for msda, grid_sample for
-// ms_deform_attn_core).
+// Plain C++ ports of PyTorch's formulations (nn.Unfold for msda, grid_sample for ms_deform_attn_core).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,4 @@
-// attn-bench's outputs: the summary table on stdout and the JSON file (--json) for
-// scripts/bench_table.py.
+// attn-bench's outputs: the summary table on stdout and the JSON file (--json) for scripts/bench_table.py.
 #pragma once
 
 #include "bench.h"

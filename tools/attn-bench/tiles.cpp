@@ -1,5 +1,4 @@
-// attn-bench: counts a case's visited key tiles by lowering its variant and evaluating the tile
-// predicates.
+// attn-bench: counts a case's visited key tiles by lowering its variant and evaluating the tile predicates.
 #include "bench.h"
 
 #include "attnc/Compilation.h"

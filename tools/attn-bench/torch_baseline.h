@@ -1,5 +1,4 @@
-// The optional PyTorch baseline: torch_baseline.py run on attn-bench's own inputs, where torch
-// imports.
+// The optional PyTorch baseline: torch_baseline.py run on attn-bench's own inputs, where torch imports.
 #pragma once
 
 #include "bench.h"

@@ -1,5 +1,4 @@
-// attn-tune: measures a kernel's schedule knobs at given sizes and keeps the best in the tuning
-// database.
+// attn-tune: measures a kernel's schedule knobs at given sizes and keeps the best in the tuning database.
 //
 // The search space is the applicable rule's knobs (ScheduleRule::knobs: tile sizes, register
 // blocks, vector widths, parallel fusion) and, for an online softmax, its key tile. The search

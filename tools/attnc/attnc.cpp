@@ -1,5 +1,4 @@
-// attnc: compiles a .attn kernel and prints or writes any stage (ast, mlir, halide, stmt, llvm,
-// asm, ptx, obj, lib).
+// attnc: compiles a .attn kernel and prints or writes any stage (ast, mlir, halide, stmt, llvm, asm, ptx, obj, lib).
 #include "attnc/Compilation.h"
 #include "attnc/Transforms/Passes.h"
 #include "attnc/dsl/Names.h"

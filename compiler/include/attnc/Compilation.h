@@ -1,5 +1,4 @@
-// One kernel's compilation: source -> checked AST -> attn dialect -> passes -> lowered kernel ->
-// schedule -> artefact.
+// One kernel's compilation: source -> checked AST -> attn dialect -> passes -> lowered kernel -> schedule -> artefact.
 //
 // Every tool (attnc, attn-run, attn-tune, attn-bench, the fuzz harness) drives its kernel through
 // this type instead of calling the stages itself. Each stage runs once and is cached; lower()

@@ -42,8 +42,7 @@ bool runPasses(mlir::ModuleOp module, const PipelineOptions &opts, std::ostream 
 // with a message otherwise.
 bool parseSizes(const std::string &s, std::map<std::string, int64_t> *out, std::string *err);
 
-// Picks kernel `name` (or the only one) from the module; prints an error and returns null
-// otherwise.
+// Picks kernel `name` (or the only one) from the module; prints an error and returns null otherwise.
 attn::KernelOp selectKernel(mlir::ModuleOp m, const std::string &name, std::ostream &err);
 
 // "host" means this machine (Halide's get_host_target); anything else must be a valid Halide
@@ -79,8 +78,7 @@ struct TileVisitCount {
 // Realizes every TileVisits of `k` on the host CPU (JIT); the kernel's input params must be set.
 // Throws Halide::Error as realize does (a failed requirement of the inputs, say).
 std::vector<TileVisitCount> countTileVisits(const LoweredKernel &k);
-// "o: key tiles visited 19 of 28 (67.9%), 7 with the mask test (blocks of 32 query rows x 16
-// keys)".
+// "o: key tiles visited 19 of 28 (67.9%), 7 with the mask test (blocks of 32 query rows x 16 keys)".
 std::string describeTileVisits(const TileVisitCount &c);
 
 // True when both paths name the same existing file (compared by device and inode, so `./x`,

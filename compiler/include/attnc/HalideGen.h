@@ -19,8 +19,7 @@ enum class FuncRole {
   SoftmaxExp,   // exp(score - max), zero where masked
   SoftmaxSum,   // sum of SoftmaxExp over the axes
   Softmax,      // the normalised probabilities (the DSL name)
-  Check, // `require__<n>`: a requirement on input values, 0 or a run-time error (compute it once,
-         // at root)
+  Check, // `require__<n>`: a requirement on input values, 0 or a run-time error (compute it once, at root)
   // attn.online_softmax's parts, over key tiles t of T slots r (key t*T + r; the last tile is
   // shifted back to end at the last key, see HalideGen's lowerOnline). Under exact mask bounds
   // the tile parts come twice: `<o>__<part>_full` for fully visible tiles, without the mask:
@@ -69,9 +68,8 @@ struct LoweredFunc {
   // chain of fully visible tiles (`<o>__tmax_full`, ...: no mask test, every slot a key).
   int onlineStage = 0;
   bool onlineFull = false;
-  // Read by a reduction domain's predicate (an online softmax's `<o>__tkeys`, `<o>__tranges`):
-  // Halide has no loop level inside a predicate to compute it at, so every schedule computes it at
-  // root.
+  // Read by a reduction domain's predicate (an online softmax's `<o>__tkeys`, `<o>__tranges`): Halide has no
+  // loop level inside a predicate to compute it at, so every schedule computes it at root.
   bool predicateInput = false;
   bool isOutput = false;
   // Names of the kernel inputs and Funcs it reads, so rules can find producers and consumers.

@@ -25,8 +25,7 @@ bool pathExists(const std::string &path) {
 }
 
 // A fresh temporary directory, removed with everything in it when the object goes. TempDir
-// (runtime/output.h) registers it with the signal handlers, so an interrupted compile removes it
-// too.
+// (runtime/output.h) registers it with the signal handlers, so an interrupted compile removes it too.
 struct ScratchDir {
   TempDir dir;
   ScratchDir() {

@@ -1,5 +1,4 @@
-// A lowering pass that refuses, at compile time, GPU blocks whose threads or shared memory can
-// exceed CUDA's limits.
+// A lowering pass that refuses, at compile time, GPU blocks whose threads or shared memory can exceed CUDA's limits.
 //
 // A GPU refuses a launch of more than 1024 threads per block (x and y at most 1024, z at most
 // 64), or of more than 48 KiB of shared memory per block unless the kernel opted in to more

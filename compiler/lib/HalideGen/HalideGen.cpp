@@ -892,8 +892,7 @@ private:
           H::Expr z(0);
           H::Expr fs = H::select(!dense || (head && tail), z, loC),
                   fe = H::select(!dense || (head && tail), z, fullEnd);
-          // (With no visible key, lo = Nk and hi = 0: [loT, hiC) is empty, and so is the full
-          // range.)
+          // (With no visible key, lo = Nk and hi = 0: [loT, hiC) is empty, and so is the full range.)
           H::Expr ps = H::select(dense && !head, fullEnd, loT),
                   pe = H::select(dense && head && !tail, loC, hiC);
           tranges.func(kargs) = H::Tuple(fs, fe, ps, pe);

@@ -148,8 +148,7 @@ private:
 
   static bool isZeroLiteral(const Expr &e) { return e.kind == ExprKind::Number && e.number == 0; }
 
-  // Creates the region's block; maps each index to its argument (shifted by a non-zero lower
-  // bound).
+  // Creates the region's block; maps each index to its argument (shifted by a non-zero lower bound).
   Block *indexBlock(Region &r, const std::vector<IndexDecl> &idx) {
     SmallVector<Type> types(idx.size(), b_.getIndexType());
     SmallVector<Location> locs;

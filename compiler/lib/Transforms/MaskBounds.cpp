@@ -1,5 +1,4 @@
-// attn-mask-bounds: finds affine bounds on softmax axes in softmax masks, and the sums they carry
-// over to.
+// attn-mask-bounds: finds affine bounds on softmax axes in softmax masks, and the sums they carry over to.
 //
 // A causal softmax `softmax(j where j <= i)` gives probability 0 to every key j > i, yet its max
 // and sum and the contraction `o = sum(j) p(.., j) * v(.., j, e)` would run over all keys. When a

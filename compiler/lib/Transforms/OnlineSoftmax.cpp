@@ -1,5 +1,4 @@
-// attn-online-softmax: fuses a softmax with the weighted sum that reads it into
-// attn.online_softmax.
+// attn-online-softmax: fuses a softmax with the weighted sum that reads it into attn.online_softmax.
 //
 // `p = softmax(j) s` followed by `o(..) = sum(j) p(.., j) * v(.., j, ..)` needs, as written, every
 // score of a row before the first probability exists: p's max and sum run over all keys, then the

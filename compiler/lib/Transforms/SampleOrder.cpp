@@ -1,5 +1,4 @@
-// attn-sample-order: chooses sample-then-project or project-then-sample for projections read by
-// sampling.
+// attn-sample-order: chooses sample-then-project or project-then-sample for projections read by sampling.
 //
 // A projection v(a...) = sum_c x(..., c) * w(..., c) [+ bias(...)] read by bilinear sampling can
 // be computed over the whole map and then sampled (as written), or the sampler can read x and

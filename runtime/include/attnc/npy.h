@@ -1,5 +1,4 @@
-// Reading and writing NumPy .npy files (little-endian float32/int32, C order) for kernel inputs and
-// outputs.
+// Reading and writing NumPy .npy files (little-endian float32/int32, C order) for kernel inputs and outputs.
 #pragma once
 
 #include <cstdint>

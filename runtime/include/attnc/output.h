@@ -1,5 +1,4 @@
-// Safe output files for attnc's tools and the .npy writer: checked targets, all-or-nothing commits,
-// cleanup when interrupted.
+// Safe output files for attnc's tools and the .npy writer: checked targets, all-or-nothing commits, cleanup when interrupted.
 #pragma once
 
 #include <sys/types.h>

@@ -1,5 +1,4 @@
-// Public runtime API: kernel descriptors, registry, tensor views, validation and invocation of
-// Halide-compiled kernels.
+// Public runtime API: kernel descriptors, registry, tensor views, validation and invocation of Halide-compiled kernels.
 #pragma once
 
 #include <cstddef>

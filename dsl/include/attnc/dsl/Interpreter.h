@@ -1,5 +1,4 @@
-// fp64 reference interpreter of checked .attn kernels: plain loops over the AST, independent of
-// Halide.
+// fp64 reference interpreter of checked .attn kernels: plain loops over the AST, independent of Halide.
 #pragma once
 
 #include "attnc/dsl/AST.h"

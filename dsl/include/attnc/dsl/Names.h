@@ -1,5 +1,4 @@
-// Names a compiled kernel cannot take: they would collide with C/C++, the C library or the Halide
-// runtime.
+// Names a compiled kernel cannot take: they would collide with C/C++, the C library or the Halide runtime.
 #pragma once
 
 #include <string>
