@@ -34,116 +34,6 @@ namespace {
 namespace H = Halide;
 namespace HI = Halide::Internal;
 
-// What an index expression depends on: a float -> int conversion (a coordinate computed from
-// data, as ifloor produces) and the reduction's own indices (the sampling points).
-struct Taint {
-  bool fromFloat = false;
-  bool usesRVar = false;
-};
-
-class TaintOf : public HI::IRVisitor {
-public:
-  TaintOf(const std::map<std::string, Taint> &lets, const std::set<std::string> &rvars)
-      : lets_(lets), rvars_(rvars) {}
-  Taint t;
-
-private:
-  using HI::IRVisitor::visit;
-  void visit(const HI::Cast *c) override {
-    if (c->type.is_int_or_uint() && c->value.type().is_float())
-      t.fromFloat = true;
-    HI::IRVisitor::visit(c);
-  }
-  void visit(const HI::Variable *v) override {
-    auto it = lets_.find(v->name);
-    if (it != lets_.end()) {
-      t.fromFloat |= it->second.fromFloat;
-      t.usesRVar |= it->second.usesRVar;
-    }
-    if (rvars_.count(v->name))
-      t.usesRVar = true;
-  }
-  const std::map<std::string, Taint> &lets_;
-  const std::set<std::string> &rvars_;
-};
-
-// The reads (of kernel inputs or Funcs) whose coordinates are computed from data, and for a
-// reduction also vary with its indices: the gathers of a sampling kernel. `contiguous` counts
-// those whose innermost coordinate is the Func's innermost index, so that one vector over that
-// index (the channel d) reads consecutive memory at every gathered position.
-class GatherFinder : public HI::IRVisitor {
-public:
-  GatherFinder(std::set<std::string> rvars, std::string inner)
-      : rvars_(std::move(rvars)), inner_(std::move(inner)) {}
-  int gathers = 0;
-  int contiguous = 0;
-
-private:
-  using HI::IRVisitor::visit;
-  Taint taint(const H::Expr &e) const {
-    TaintOf v(lets_, rvars_);
-    e.accept(&v);
-    return v.t;
-  }
-  void visit(const HI::Let *l) override {
-    l->value.accept(this);
-    std::optional<Taint> shadowed;
-    if (auto it = lets_.find(l->name); it != lets_.end())
-      shadowed = it->second;
-    lets_[l->name] = taint(l->value);
-    l->body.accept(this);
-    if (shadowed)
-      lets_[l->name] = *shadowed;
-    else
-      lets_.erase(l->name);
-  }
-  void visit(const HI::Call *c) override {
-    if (c->call_type == HI::Call::Halide || c->call_type == HI::Call::Image) {
-      bool gather = false;
-      for (const H::Expr &a : c->args) {
-        Taint t = taint(a);
-        gather |= t.fromFloat && (rvars_.empty() || t.usesRVar);
-      }
-      if (gather) {
-        ++gathers;
-        const HI::Variable *v = c->args.empty() ? nullptr : c->args[0].as<HI::Variable>();
-        if (v && v->name == inner_)
-          ++contiguous;
-      }
-    }
-    HI::IRVisitor::visit(c);
-  }
-  std::map<std::string, Taint> lets_;
-  std::set<std::string> rvars_;
-  std::string inner_;
-};
-
-// A sampling Func: a sum over sampling points (one update) or a pointwise sample, whose gathers
-// all read along the Func's innermost index. Dense and windowed kernels index with integer
-// arithmetic on their indices only, so they never match.
-bool isSampling(const LoweredFunc &f) {
-  if (f.vars.size() < 2)
-    return false;
-  std::set<std::string> rvars;
-  H::Expr value;
-  if (f.role == FuncRole::Reduction) {
-    if (f.reduceKind != "sum" || f.rvars.empty() || f.func.num_update_definitions() != 1)
-      return false;
-    for (const H::RVar &r : f.rvars)
-      rvars.insert(r.name());
-    value = f.func.update_value(0);
-  } else if (f.role == FuncRole::Define) {
-    if (f.func.has_update_definition())
-      return false;
-    value = f.func.value();
-  } else {
-    return false;
-  }
-  GatherFinder g(rvars, f.vars.back().name());
-  value.accept(&g);
-  return g.gathers > 0 && g.contiguous == g.gathers;
-}
-
 // Whether every read of `f` in `e` passes the reader's outer indices straight through as f's
 // outer indices (b, q of o(b, q, c) reading sampled(b, q, ., .)): one task of the reader's rows
 // then needs only those rows of f.
@@ -349,15 +239,6 @@ public:
 };
 
 } // namespace
-
-// Funcs that sample: see isSampling.
-std::vector<LoweredFunc *> findSampling(LoweredKernel &k) {
-  std::vector<LoweredFunc *> out;
-  for (LoweredFunc &f : k.funcs)
-    if (isSampling(f))
-      out.push_back(&f);
-  return out;
-}
 
 std::unique_ptr<ScheduleRule> makeCpuSampleRule() { return std::make_unique<CpuSampleRule>(); }
 

@@ -83,53 +83,6 @@ public:
 
 } // namespace
 
-// A softmax whose axes all have small constant extents is a window: every query has its own
-// w x w keys, so its statistics are cheap to compute next to the consumer, row by row.
-bool findWindow(LoweredKernel &k, WindowPattern *w) {
-  for (LoweredFunc &mx : k.funcs) {
-    if (mx.role != FuncRole::SoftmaxMax || mx.rvars.empty())
-      continue;
-    int64_t points = 1;
-    bool constant = true;
-    for (const H::RVar &r : mx.rvars) {
-      std::optional<int64_t> e = H::Internal::as_const_int(H::Internal::simplify(r.extent()));
-      constant &= e.has_value();
-      if (e)
-        points *= *e;
-    }
-    if (!constant || points > 256 || mx.vars.empty())
-      continue;
-    LoweredFunc *p = k.find(mx.definition);
-    if (!p || p->isOutput)
-      continue;
-    WindowPattern pat;
-    for (LoweredFunc &f : k.funcs)
-      if (f.definition == mx.definition && &f != p && !f.isOutput)
-        pat.parts.push_back(&f);
-    for (LoweredFunc &f : k.funcs)
-      if (std::find(f.reads.begin(), f.reads.end(), p->name) != f.reads.end())
-        pat.consumers.push_back(&f);
-    // Only the consumers may read the parts (besides each other), and each consumer must be a
-    // root-computed reduction we can place them in.
-    bool ok = pat.consumers.size() == 1 && pat.consumers[0]->role == FuncRole::Reduction &&
-              pat.consumers[0]->vars.size() >= 3;
-    for (LoweredFunc *part : pat.parts)
-      for (const LoweredFunc &f : k.funcs) {
-        bool reads = std::find(f.reads.begin(), f.reads.end(), part->name) != f.reads.end();
-        bool member =
-            &f == p || std::find(pat.parts.begin(), pat.parts.end(), &f) != pat.parts.end();
-        if (reads && !member)
-          ok = false;
-      }
-    if (!ok)
-      continue;
-    pat.rowVar = mx.varNames.back();
-    *w = pat;
-    return true;
-  }
-  return false;
-}
-
 std::unique_ptr<ScheduleRule> makeCpuWindowRule() { return std::make_unique<CpuWindowRule>(); }
 
 } // namespace attnc

@@ -1,14 +1,127 @@
-// Pattern recognition shared by schedule rules: which Funcs form a dense attention pattern.
+// Pattern recognition shared by schedule rules: dense, online-softmax, window and sampling patterns.
 #include "attnc/Patterns.h"
 
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
+#include <set>
 
 namespace attnc {
 namespace {
 
 namespace H = Halide;
+namespace HI = Halide::Internal;
+
+// What an index expression depends on: a float -> int conversion (a coordinate computed from
+// data, as ifloor produces) and the reduction's own indices (the sampling points).
+struct Taint {
+  bool fromFloat = false;
+  bool usesRVar = false;
+};
+
+class TaintOf : public HI::IRVisitor {
+public:
+  TaintOf(const std::map<std::string, Taint> &lets, const std::set<std::string> &rvars)
+      : lets_(lets), rvars_(rvars) {}
+  Taint t;
+
+private:
+  using HI::IRVisitor::visit;
+  void visit(const HI::Cast *c) override {
+    if (c->type.is_int_or_uint() && c->value.type().is_float())
+      t.fromFloat = true;
+    HI::IRVisitor::visit(c);
+  }
+  void visit(const HI::Variable *v) override {
+    auto it = lets_.find(v->name);
+    if (it != lets_.end()) {
+      t.fromFloat |= it->second.fromFloat;
+      t.usesRVar |= it->second.usesRVar;
+    }
+    if (rvars_.count(v->name))
+      t.usesRVar = true;
+  }
+  const std::map<std::string, Taint> &lets_;
+  const std::set<std::string> &rvars_;
+};
+
+// The reads (of kernel inputs or Funcs) whose coordinates are computed from data, and for a
+// reduction also vary with its indices: the gathers of a sampling kernel. `contiguous` counts
+// those whose innermost coordinate is the Func's innermost index, so that one vector over that
+// index (the channel d) reads consecutive memory at every gathered position.
+class GatherFinder : public HI::IRVisitor {
+public:
+  GatherFinder(std::set<std::string> rvars, std::string inner)
+      : rvars_(std::move(rvars)), inner_(std::move(inner)) {}
+  int gathers = 0;
+  int contiguous = 0;
+
+private:
+  using HI::IRVisitor::visit;
+  Taint taint(const H::Expr &e) const {
+    TaintOf v(lets_, rvars_);
+    e.accept(&v);
+    return v.t;
+  }
+  void visit(const HI::Let *l) override {
+    l->value.accept(this);
+    std::optional<Taint> shadowed;
+    if (auto it = lets_.find(l->name); it != lets_.end())
+      shadowed = it->second;
+    lets_[l->name] = taint(l->value);
+    l->body.accept(this);
+    if (shadowed)
+      lets_[l->name] = *shadowed;
+    else
+      lets_.erase(l->name);
+  }
+  void visit(const HI::Call *c) override {
+    if (c->call_type == HI::Call::Halide || c->call_type == HI::Call::Image) {
+      bool gather = false;
+      for (const H::Expr &a : c->args) {
+        Taint t = taint(a);
+        gather |= t.fromFloat && (rvars_.empty() || t.usesRVar);
+      }
+      if (gather) {
+        ++gathers;
+        const HI::Variable *v = c->args.empty() ? nullptr : c->args[0].as<HI::Variable>();
+        if (v && v->name == inner_)
+          ++contiguous;
+      }
+    }
+    HI::IRVisitor::visit(c);
+  }
+  std::map<std::string, Taint> lets_;
+  std::set<std::string> rvars_;
+  std::string inner_;
+};
+
+// A sampling Func: a sum over sampling points (one update) or a pointwise sample, whose gathers
+// all read along the Func's innermost index. Dense and windowed kernels index with integer
+// arithmetic on their indices only, so they never match.
+bool isSampling(const LoweredFunc &f) {
+  if (f.vars.size() < 2)
+    return false;
+  std::set<std::string> rvars;
+  H::Expr value;
+  if (f.role == FuncRole::Reduction) {
+    if (f.reduceKind != "sum" || f.rvars.empty() || f.func.num_update_definitions() != 1)
+      return false;
+    for (const H::RVar &r : f.rvars)
+      rvars.insert(r.name());
+    value = f.func.update_value(0);
+  } else if (f.role == FuncRole::Define) {
+    if (f.func.has_update_definition())
+      return false;
+    value = f.func.value();
+  } else {
+    return false;
+  }
+  GatherFinder g(rvars, f.vars.back().name());
+  value.accept(&g);
+  return g.gathers > 0 && g.contiguous == g.gathers;
+}
 
 // The names `nameOf` gives the calls that `e` makes with `var` somewhere in their coordinates
 // (calls it names "" do not count).
@@ -257,6 +370,62 @@ std::vector<OnlinePattern> findOnline(LoweredKernel &k) {
     groups.push_back(g);
   }
   return groups;
+}
+
+// A softmax whose axes all have small constant extents is a window: every query has its own
+// w x w keys, so its statistics are cheap to compute next to the consumer, row by row.
+bool findWindow(LoweredKernel &k, WindowPattern *w) {
+  for (LoweredFunc &mx : k.funcs) {
+    if (mx.role != FuncRole::SoftmaxMax || mx.rvars.empty())
+      continue;
+    int64_t points = 1;
+    bool constant = true;
+    for (const H::RVar &r : mx.rvars) {
+      std::optional<int64_t> e = H::Internal::as_const_int(H::Internal::simplify(r.extent()));
+      constant &= e.has_value();
+      if (e)
+        points *= *e;
+    }
+    if (!constant || points > 256 || mx.vars.empty())
+      continue;
+    LoweredFunc *p = k.find(mx.definition);
+    if (!p || p->isOutput)
+      continue;
+    WindowPattern pat;
+    for (LoweredFunc &f : k.funcs)
+      if (f.definition == mx.definition && &f != p && !f.isOutput)
+        pat.parts.push_back(&f);
+    for (LoweredFunc &f : k.funcs)
+      if (std::find(f.reads.begin(), f.reads.end(), p->name) != f.reads.end())
+        pat.consumers.push_back(&f);
+    // Only the consumers may read the parts (besides each other), and each consumer must be a
+    // root-computed reduction we can place them in.
+    bool ok = pat.consumers.size() == 1 && pat.consumers[0]->role == FuncRole::Reduction &&
+              pat.consumers[0]->vars.size() >= 3;
+    for (LoweredFunc *part : pat.parts)
+      for (const LoweredFunc &f : k.funcs) {
+        bool reads = std::find(f.reads.begin(), f.reads.end(), part->name) != f.reads.end();
+        bool member =
+            &f == p || std::find(pat.parts.begin(), pat.parts.end(), &f) != pat.parts.end();
+        if (reads && !member)
+          ok = false;
+      }
+    if (!ok)
+      continue;
+    pat.rowVar = mx.varNames.back();
+    *w = pat;
+    return true;
+  }
+  return false;
+}
+
+// Funcs that sample: see isSampling.
+std::vector<LoweredFunc *> findSampling(LoweredKernel &k) {
+  std::vector<LoweredFunc *> out;
+  for (LoweredFunc &f : k.funcs)
+    if (isSampling(f))
+      out.push_back(&f);
+  return out;
 }
 
 } // namespace attnc

@@ -67,12 +67,12 @@ struct WindowPattern {
 };
 
 // A softmax whose axes all have small constant extents (at most 256 points) whose parts only its
-// single consumer reads (schedules/cpu/window.cpp).
+// single consumer reads.
 bool findWindow(LoweredKernel &k, WindowPattern *w);
 
 // Funcs that sample: a sum over sampling points, or a pointwise sample, whose gathers (reads at
 // coordinates computed from data, e.g. ifloor of a location) all read along the Func's innermost
-// index (schedules/cpu/sample.cpp).
+// index.
 std::vector<LoweredFunc *> findSampling(LoweredKernel &k);
 
 } // namespace attnc
