@@ -6,7 +6,7 @@
 
 namespace attnc::dsl {
 
-const char *elemTypeName(ElemType t) { return t == ElemType::F32 ? "f32" : "i32"; }
+const char *elemTypeName(ElemType t) { return dtype_name(t); }
 
 const char *scalarTypeName(ScalarType t) {
   switch (t) {

@@ -220,11 +220,7 @@ std::unique_ptr<TensorDecl> Parser::parseParam(TensorRole role) {
   t->loc = name.loc;
   expect(Tok::Colon, ("after '" + t->name + "' (write 'name: f32[dims]')").c_str());
   Token ty = expect(Tok::Ident, "for the element type");
-  if (ty.text == "f32")
-    t->elemType = ElemType::F32;
-  else if (ty.text == "i32")
-    t->elemType = ElemType::I32;
-  else
+  if (!parse_dtype(ty.text, &t->elemType))
     fail(ty.loc, "unknown element type '" + ty.text + "' (expected f32 or i32)");
   expect(Tok::LBracket, "to start the dimensions");
   if (!is(Tok::RBracket)) {

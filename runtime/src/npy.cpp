@@ -252,14 +252,11 @@ uint64_t read_le(const unsigned char *p, int n) {
 }
 
 Status parse_descr(const std::string &path, const std::string &descr, DType *dtype) {
-  if (descr == "<f4" || descr == "=f4") {
-    *dtype = DType::F32;
-    return Status::Ok();
-  }
-  if (descr == "<i4" || descr == "=i4") {
-    *dtype = DType::I32;
-    return Status::Ok();
-  }
+  for (const DTypeInfo &t : kDTypes)
+    if (!descr.empty() && (descr[0] == '<' || descr[0] == '=') && descr.substr(1) == t.npy_kind) {
+      *dtype = t.dtype;
+      return Status::Ok();
+    }
   if (descr == ">f4" || descr == ">i4") {
     return Status::Error(path + ": big-endian data is not supported; convert with arr.astype('<" +
                          descr.substr(1) + "')");
@@ -443,17 +440,10 @@ Status read_npy(const std::string &path, NpyArray *out) {
 Status write_npy(OutputSet &out, size_t file, DType dtype, const std::vector<int64_t> &shape,
                  const void *data) {
   const std::string &path = out.path(file);
-  const char *descr = nullptr;
-  switch (dtype) {
-  case DType::F32:
-    descr = "<f4";
-    break;
-  case DType::I32:
-    descr = "<i4";
-    break;
-  }
-  if (descr == nullptr)
+  const DTypeInfo *info = dtype_info(dtype);
+  if (info == nullptr)
     return Status::Error(path + ": unknown dtype");
+  const std::string descr = std::string("<") + info->npy_kind;
   for (int64_t d : shape) {
     if (d < 0) {
       return Status::Error(path + ": shape " + shape_str(shape) + " has a negative dimension");

@@ -20,26 +20,6 @@
 
 namespace attnc {
 
-const char *dtype_name(DType dtype) {
-  switch (dtype) {
-  case DType::F32:
-    return "f32";
-  case DType::I32:
-    return "i32";
-  }
-  return "?";
-}
-
-size_t dtype_size(DType dtype) {
-  switch (dtype) {
-  case DType::F32:
-    return 4;
-  case DType::I32:
-    return 4;
-  }
-  return 0;
-}
-
 int64_t TensorView::numel() const {
   int64_t n = 1;
   for (int i = 0; i < rank && i < kMaxRank; ++i) {
@@ -148,70 +128,6 @@ Registrar::Registrar(const KernelDesc *d) { Registry::global().add(d); }
 
 namespace {
 
-// One factor of a dimension: a size symbol or a decimal literal.
-struct Factor {
-  bool literal = false;
-  int64_t value = 0;       // when literal
-  std::string_view symbol; // when !literal
-};
-
-// A parsed dimension: one factor (a size symbol or a literal) or a product of several, spelled
-// "M*D" (factors joined by '*', no blanks: attnc's canonical spelling).
-struct Dim {
-  std::string_view text;
-  std::vector<Factor> factors;
-  bool literal() const { return factors.size() == 1 && factors[0].literal; }
-  bool product() const { return factors.size() > 1; }
-  std::string_view symbol() const { return factors[0].symbol; }
-  int64_t value() const { return factors[0].value; }
-};
-
-bool parse_factor(std::string_view sv, Factor *out) {
-  if (sv.empty())
-    return false;
-  if (std::isdigit(static_cast<unsigned char>(sv[0]))) {
-    int64_t v = 0;
-    for (char c : sv) {
-      if (!std::isdigit(static_cast<unsigned char>(c)))
-        return false;
-      if (__builtin_mul_overflow(v, int64_t{10}, &v) ||
-          __builtin_add_overflow(v, int64_t{c - '0'}, &v)) {
-        return false;
-      }
-    }
-    out->literal = true;
-    out->value = v;
-    return true;
-  }
-  if (!(std::isalpha(static_cast<unsigned char>(sv[0])) || sv[0] == '_'))
-    return false;
-  for (char c : sv) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_'))
-      return false;
-  }
-  out->literal = false;
-  out->symbol = sv;
-  return true;
-}
-
-bool parse_dim(const char *s, Dim *out) {
-  if (s == nullptr)
-    return false;
-  out->text = s;
-  out->factors.clear();
-  std::string_view rest(s);
-  for (;;) {
-    const size_t star = rest.find('*');
-    Factor f;
-    if (!parse_factor(rest.substr(0, star), &f))
-      return false;
-    out->factors.push_back(f);
-    if (star == std::string_view::npos)
-      return true;
-    rest = rest.substr(star + 1);
-  }
-}
-
 const char *kname(const KernelDesc &k) { return k.name ? k.name : "<unnamed kernel>"; }
 
 std::string pname(const ParamDesc &p) { return p.name ? p.name : "?"; }
@@ -258,13 +174,13 @@ Status check_params(const KernelDesc &k, const char *kind, const ParamDesc *ps, 
                            label(kind, p) + " has rank " + std::to_string(p.rank) +
                            " (must be 0.." + std::to_string(kMaxRank) + " with dims)");
     }
-    if (p.dtype != DType::F32 && p.dtype != DType::I32) {
+    if (!dtype_info(p.dtype)) {
       return Status::Error(std::string(kname(k)) + ": malformed kernel descriptor: " +
                            label(kind, p) + " has an unknown dtype");
     }
     for (int d = 0; d < p.rank; ++d) {
       Dim dim;
-      if (!parse_dim(p.dims[d], &dim)) {
+      if (!p.dims[d] || !Dim::parse(p.dims[d], &dim)) {
         return Status::Error(std::string(kname(k)) +
                              ": malformed kernel descriptor: " + label(kind, p) + " dimension " +
                              std::to_string(d) + " is '" + (p.dims[d] ? p.dims[d] : "<null>") +
@@ -299,21 +215,21 @@ Status check_desc(const KernelDesc &k) {
 std::string bound_factors(const Dim &dim, const SizeMap &sizes) {
   std::string s;
   std::vector<std::string_view> seen;
-  for (const Factor &f : dim.factors) {
-    if (f.literal || std::find(seen.begin(), seen.end(), f.symbol) != seen.end())
+  for (const DimFactor &f : dim.factors) {
+    if (f.literal() || std::find(seen.begin(), seen.end(), f.symbol) != seen.end())
       continue;
     seen.push_back(f.symbol);
-    auto it = sizes.find(std::string(f.symbol));
+    auto it = sizes.find(f.symbol);
     if (it == sizes.end())
       continue;
-    s += (s.empty() ? "" : ", ") + std::string(f.symbol) + " = " + std::to_string(it->second);
+    s += (s.empty() ? "" : ", ") + f.symbol + " = " + std::to_string(it->second);
   }
   return s.empty() ? s : " (" + s + ")";
 }
 
 Dim dim_of(const ParamDesc &p, int d) {
   Dim dim;
-  parse_dim(p.dims[d], &dim); // already validated by check_desc
+  Dim::parse(p.dims[d], &dim); // already validated by check_desc
   return dim;
 }
 
@@ -348,7 +264,7 @@ Status check_view_basics(const KernelDesc &k, const char *kind, const ParamDesc 
   for (int d = 0; d < v.rank; ++d) {
     if (v.shape[d] < 0) {
       Dim dim = dim_of(p, d);
-      std::string sym = dim.literal() ? "" : " (" + std::string(dim.text) + ")";
+      std::string sym = dim.literal() ? "" : " (" + std::string(p.dims[d]) + ")";
       return Status::Error(who + " dimension " + std::to_string(d) + sym + " is " +
                            std::to_string(v.shape[d]) + "; sizes must be non-negative");
     }
@@ -475,21 +391,21 @@ Status bind_sizes(const KernelDesc &k, const std::vector<TensorView> &inputs, Si
       const std::string where =
           std::string(kname(k)) + ": input '" + pname(p) + "' dimension " + std::to_string(d);
       if (dim.literal()) {
-        if (v.shape[d] != dim.value()) {
+        if (v.shape[d] != dim.literal_value()) {
           return Status::Error(where + " is " + std::to_string(v.shape[d]) + ", expected " +
-                               std::to_string(dim.value()));
+                               std::to_string(dim.literal_value()));
         }
         continue;
       }
-      auto it = bound.find(dim.symbol());
+      auto it = bound.find(dim.symbol_name());
       if (it == bound.end()) {
-        bound.emplace(std::string(dim.symbol()), Binding{v.shape[d], i, d});
+        bound.emplace(dim.symbol_name(), Binding{v.shape[d], i, d});
       } else if (it->second.value != v.shape[d]) {
         const Binding &b = it->second;
-        return Status::Error(where + " (" + std::string(dim.symbol()) + ") is " +
+        return Status::Error(where + " (" + dim.symbol_name() + ") is " +
                              std::to_string(v.shape[d]) + ", but '" + pname(k.inputs[b.input]) +
-                             "' dimension " + std::to_string(b.dim) + " set " +
-                             std::string(dim.symbol()) + " = " + std::to_string(b.value));
+                             "' dimension " + std::to_string(b.dim) + " set " + dim.symbol_name() +
+                             " = " + std::to_string(b.value));
       }
     }
   }
@@ -514,21 +430,16 @@ Status output_shapes(const KernelDesc &k, const SizeMap &sizes,
       const std::string where =
           std::string(kname(k)) + ": output '" + pname(p) + "' dimension " + std::to_string(d);
       int64_t extent = 1;
-      for (const Factor &f : dim.factors) {
-        int64_t v = f.value;
-        if (!f.literal) {
-          auto it = sizes.find(std::string(f.symbol));
-          if (it == sizes.end()) {
-            return Status::Error(where + " uses size '" + std::string(f.symbol) +
-                                 "', which no input binds");
-          }
-          v = it->second;
-        }
-        // Sizes come from int64 shapes, so a product of them can overflow.
-        if (__builtin_mul_overflow(extent, v, &extent)) {
-          return Status::Error(where + " (" + std::string(dim.text) + ") overflows 64 bits" +
-                               bound_factors(dim, sizes));
-        }
+      std::string unbound;
+      // Sizes come from int64 shapes, so a product of them can overflow.
+      switch (dim.evaluate(sizes, &extent, &unbound)) {
+      case Dim::EvalError::None:
+        break;
+      case Dim::EvalError::Unbound:
+        return Status::Error(where + " uses size '" + unbound + "', which no input binds");
+      case Dim::EvalError::Overflow:
+        return Status::Error(where + " (" + std::string(p.dims[d]) + ") overflows 64 bits" +
+                             bound_factors(dim, sizes));
       }
       out[o].push_back(extent);
     }
@@ -570,11 +481,11 @@ Status validate_call(const KernelDesc &k, const std::vector<TensorView> &inputs,
       const Dim dim = dim_of(p, d);
       const std::string at = who + " dimension " + std::to_string(d);
       if (dim.product()) {
-        return Status::Error(at + " (" + std::string(dim.text) + ") is " +
-                             std::to_string(v.shape[d]) + ", but " + std::string(dim.text) + " = " +
-                             std::to_string(expected[o][d]) + bound_factors(dim, sizes));
+        return Status::Error(at + " (" + std::string(p.dims[d]) + ") is " +
+                             std::to_string(v.shape[d]) + ", but " + std::string(p.dims[d]) +
+                             " = " + std::to_string(expected[o][d]) + bound_factors(dim, sizes));
       }
-      std::string sym = dim.literal() ? "" : " (" + std::string(dim.text) + ")";
+      std::string sym = dim.literal() ? "" : " (" + std::string(p.dims[d]) + ")";
       return Status::Error(at + sym + " is " + std::to_string(v.shape[d]) + ", expected " +
                            std::to_string(expected[o][d]));
     }

@@ -21,18 +21,15 @@
 
 namespace {
 
-// Dimension strings are a size symbol, a literal, or (outputs) a product "M*D".
+// Descriptor dimensions are Dim's canonical spelling (attnc/tensor_type.h).
+attnc::Dim dimOf(const char *text) {
+  attnc::Dim d;
+  EXPECT_TRUE(attnc::Dim::parse(text, &d)) << text;
+  return d;
+}
 int64_t extentOf(const std::string &dim, const std::map<std::string, int64_t> &sizes) {
-  int64_t v = 1;
-  size_t start = 0;
-  while (start <= dim.size()) {
-    size_t star = dim.find('*', start);
-    std::string f = dim.substr(start, star == std::string::npos ? std::string::npos : star - start);
-    v *= std::isdigit((unsigned char)f[0]) ? std::stoll(f) : sizes.at(f);
-    if (star == std::string::npos)
-      break;
-    start = star + 1;
-  }
+  int64_t v = 0;
+  EXPECT_EQ(dimOf(dim.c_str()).evaluate(sizes, &v), attnc::Dim::EvalError::None) << dim;
   return v;
 }
 
@@ -47,9 +44,9 @@ Call consistentCall(const attnc::KernelDesc &k) {
   std::map<std::string, int64_t> sizes;
   auto bind = [&](const attnc::ParamDesc &p) {
     for (int d = 0; d < p.rank; ++d) {
-      std::string s = p.dims[d];
-      if (!std::isdigit((unsigned char)s[0]) && s.find('*') == std::string::npos && !sizes.count(s))
-        sizes[s] = 2 + (int64_t)sizes.size();
+      attnc::Dim dim = dimOf(p.dims[d]);
+      if (dim.symbol() && !sizes.count(dim.symbol_name()))
+        sizes[dim.symbol_name()] = 2 + (int64_t)sizes.size();
     }
   };
   for (int i = 0; i < k.num_inputs; ++i)

@@ -389,34 +389,34 @@ int main(int argc, char **argv) {
     attnc::Status st = attnc::read_npy(inPaths[inNames[i]], &arrays[i]);
     if (!st.ok())
       return fail("input '" + inNames[i] + "': " + st.message());
-    auto dims = kernel.getInputDims(i);
+    std::vector<attnc::Dim> dims = kernel.getInputType(i).dims;
     for (size_t d = 0; d < dims.size() && d < arrays[i].shape.size(); ++d)
-      if (!dims[d].empty() && !std::isdigit((unsigned char)dims[d][0]))
-        comp.options().passes.estimates.emplace(dims[d].str(), arrays[i].shape[d]);
+      if (dims[d].symbol())
+        comp.options().passes.estimates.emplace(dims[d].symbol_name(), arrays[i].shape[d]);
   }
   const std::string kernelSym = kernel.getSymName().str();
 
   try {
     attnc::LoweredKernel lk = comp.lower();
     // A runtime descriptor of the kernel gives attn-run the same shape checks as AOT calls.
+    std::vector<std::vector<std::string>> dimTexts;
     std::vector<std::vector<const char *>> dimPtrs;
     std::vector<attnc::ParamDesc> inDesc, outDesc;
+    dimTexts.reserve(lk.inputs.size() + lk.outputNames.size());
     dimPtrs.reserve(lk.inputs.size() + lk.outputNames.size());
-    for (auto &p : lk.inputs) {
+    auto param = [&](const std::string &name, const attnc::TensorType &t) -> attnc::ParamDesc {
+      dimTexts.emplace_back();
       dimPtrs.emplace_back();
-      for (auto &d : p.dims)
+      for (const attnc::Dim &d : t.dims)
+        dimTexts.back().push_back(d.str());
+      for (const std::string &d : dimTexts.back())
         dimPtrs.back().push_back(d.c_str());
-      inDesc.push_back({p.name.c_str(), p.isFloat ? attnc::DType::F32 : attnc::DType::I32,
-                        (int)p.dims.size(), dimPtrs.back().data()});
-    }
-    for (size_t i = 0; i < lk.outputNames.size(); ++i) {
-      dimPtrs.emplace_back();
-      for (auto &d : lk.outputDims[i])
-        dimPtrs.back().push_back(d.c_str());
-      outDesc.push_back({lk.outputNames[i].c_str(),
-                         lk.outputIsFloat[i] ? attnc::DType::F32 : attnc::DType::I32,
-                         (int)lk.outputDims[i].size(), dimPtrs.back().data()});
-    }
+      return {name.c_str(), t.dtype, (int)t.rank(), dimPtrs.back().data()};
+    };
+    for (auto &p : lk.inputs)
+      inDesc.push_back(param(p.name, p.type));
+    for (size_t i = 0; i < lk.outputNames.size(); ++i)
+      outDesc.push_back(param(lk.outputNames[i], lk.outputTypes[i]));
     attnc::KernelDesc desc{lk.name.c_str(), targetStr.c_str(),   (int)inDesc.size(),
                            inDesc.data(),   (int)outDesc.size(), outDesc.data(),
                            nullptr};
@@ -436,8 +436,7 @@ int main(int argc, char **argv) {
     // before anything is allocated for it.
     uint64_t total = 0;
     for (size_t i = 0; i < shapes.size(); ++i) {
-      st = attnc::check_tensor_size("output '" + lk.outputNames[i] + "'",
-                                    lk.outputIsFloat[i] ? attnc::DType::F32 : attnc::DType::I32,
+      st = attnc::check_tensor_size("output '" + lk.outputNames[i] + "'", lk.outputTypes[i].dtype,
                                     shapes[i]);
       if (!st.ok())
         return fail(st.message());
@@ -481,7 +480,7 @@ int main(int argc, char **argv) {
     std::vector<Halide::Buffer<>> outBufs;
     std::vector<attnc::TensorView> outViews;
     for (size_t i = 0; i < shapes.size(); ++i) {
-      attnc::DType dt = lk.outputIsFloat[i] ? attnc::DType::F32 : attnc::DType::I32;
+      attnc::DType dt = lk.outputTypes[i].dtype;
       attnc::TensorView probe = attnc::TensorView::contiguous(nullptr, dt, shapes[i]);
       try {
         outData.emplace_back(std::max<int64_t>(probe.numel(), 1) * 4);
@@ -520,7 +519,7 @@ int main(int argc, char **argv) {
       return fail(st.message());
     for (size_t i = 0; i < shapes.size(); ++i) {
       const std::string &n = lk.outputNames[i];
-      if (lk.outputIsFloat[i])
+      if (lk.outputTypes[i].is_float())
         summarise(n, shapes[i], true, reinterpret_cast<const float *>(outData[i].data()),
                   outViews[i].numel());
       else

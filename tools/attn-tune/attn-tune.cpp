@@ -141,18 +141,19 @@ public:
           p = &in;
       if (!p)
         return *err = "-i " + name + ": the kernel has no input named '" + name + "'", false;
-      if (arr.shape.size() != p->dims.size())
+      const std::vector<attnc::Dim> &dims = p->type.dims;
+      if (arr.shape.size() != dims.size())
         return *err = "-i " + name + ": rank " + std::to_string(arr.shape.size()) +
-                      ", the kernel wants " + std::to_string(p->dims.size()),
+                      ", the kernel wants " + std::to_string(dims.size()),
                false;
-      for (size_t d = 0; d < p->dims.size(); ++d) {
-        const std::string &sym = p->dims[d];
+      for (size_t d = 0; d < dims.size(); ++d) {
+        const std::string sym = dims[d].str();
         if (arr.shape[d] > INT32_MAX)
           return *err = "-i " + name + ": dimension " + std::to_string(d) + " is " +
                         std::to_string(arr.shape[d]) + ", more than 2147483647",
                  false;
-        if (std::isdigit((unsigned char)sym[0])) {
-          if (arr.shape[d] != std::stoll(sym))
+        if (dims[d].literal()) {
+          if (arr.shape[d] != dims[d].literal_value())
             return *err = "-i " + name + ": dimension " + std::to_string(d) + " is " +
                           std::to_string(arr.shape[d]) + ", the kernel wants " + sym,
                    false;
@@ -172,26 +173,23 @@ public:
     std::normal_distribution<float> normal(0.f, 1.f);
     for (const auto &in : lk.inputs) {
       std::vector<int64_t> shape;
-      for (size_t d = 0; d < in.dims.size(); ++d) {
-        const std::string &sym = in.dims[d];
-        if (std::isdigit((unsigned char)sym[0]))
-          shape.push_back(std::stoll(sym));
-        else if (sizes.count(sym))
-          shape.push_back(sizes[sym]);
-        else
-          return *err = "--sizes has no value for '" + sym + "' (input " + in.name +
+      for (size_t d = 0; d < in.type.rank(); ++d) {
+        int64_t v = 0;
+        std::string unbound;
+        if (in.type.dims[d].evaluate(sizes, &v, &unbound) == attnc::Dim::EvalError::Unbound)
+          return *err = "--sizes has no value for '" + unbound + "' (input " + in.name +
                         ", dimension " + std::to_string(d) + ")",
                  false;
+        shape.push_back(v);
       }
       // Named before anything is allocated: more than Halide addresses, or than this machine has.
       attnc::Status st =
-          attnc::check_tensor_size("input '" + in.name + "' at these sizes",
-                                   in.isFloat ? attnc::DType::F32 : attnc::DType::I32, shape);
+          attnc::check_tensor_size("input '" + in.name + "' at these sizes", in.type.dtype, shape);
       if (!st.ok())
         return *err = st.message(), false;
       std::vector<int> hshape(shape.rbegin(), shape.rend());
       auto g = given.find(in.name);
-      if (in.isFloat) {
+      if (in.type.is_float()) {
         H::Buffer<float> b(hshape);
         if (g != given.end()) {
           if (g->second.dtype != attnc::DType::F32)
@@ -218,30 +216,26 @@ public:
         inputs.push_back(b);
       }
     }
-    for (size_t i = 0; i < lk.outputDims.size(); ++i) {
+    for (size_t i = 0; i < lk.outputTypes.size(); ++i) {
       std::vector<int64_t> shape;
-      for (const std::string &dim : lk.outputDims[i]) {
-        int64_t v = 1;
-        std::stringstream ss(dim);
-        std::string factor;
-        while (std::getline(ss, factor, '*')) {
-          int64_t f = 0;
-          if (std::isdigit((unsigned char)factor[0]))
-            f = std::stoll(factor);
-          else if (sizes.count(factor))
-            f = sizes[factor];
-          else
-            return *err = "--sizes has no value for '" + factor + "' (output " + lk.outputNames[i] +
-                          ")",
-                   false;
-          if (__builtin_mul_overflow(v, f, &v))
-            v = INT64_MAX;
+      for (const attnc::Dim &dim : lk.outputTypes[i].dims) {
+        int64_t v = 0;
+        std::string unbound;
+        switch (dim.evaluate(sizes, &v, &unbound)) {
+        case attnc::Dim::EvalError::None:
+          break;
+        case attnc::Dim::EvalError::Unbound:
+          return *err = "--sizes has no value for '" + unbound + "' (output " + lk.outputNames[i] +
+                        ")",
+                 false;
+        case attnc::Dim::EvalError::Overflow:
+          v = INT64_MAX; // check_tensor_size reports it
+          break;
         }
         shape.push_back(v);
       }
       attnc::Status st = attnc::check_tensor_size(
-          "output '" + lk.outputNames[i] + "' at these sizes",
-          lk.outputIsFloat[i] ? attnc::DType::F32 : attnc::DType::I32, shape);
+          "output '" + lk.outputNames[i] + "' at these sizes", lk.outputTypes[i].dtype, shape);
       if (!st.ok())
         return *err = st.message(), false;
       for (int64_t v : shape)
@@ -250,7 +244,7 @@ public:
                         std::to_string(v) + ", more than 2147483647",
                  false;
       std::vector<int> hshape(shape.rbegin(), shape.rend());
-      if (lk.outputIsFloat[i])
+      if (lk.outputTypes[i].is_float())
         outputs.push_back(H::Buffer<float>(hshape));
       else
         outputs.push_back(H::Buffer<int32_t>(hshape));

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "attnc/Dialect/AttnOps.h"
+#include "attnc/tensor_type.h"
 
 #include "Halide.h"
 
@@ -79,9 +80,11 @@ struct LoweredFunc {
 struct KernelParam {
   std::string name;
   Halide::ImageParam param;
-  std::vector<std::string> dims; // symbolic dims, DSL order
-  bool isFloat = true;
+  TensorType type; // element type and symbolic dims, DSL order
 };
+
+// The Halide type of a tensor element (the one place HalideGen maps the shared element types).
+Halide::Type halideType(DType dtype);
 
 // How many (row block, key tile) pairs an online softmax's state visits: the same tile predicates
 // as its updates, evaluated on their own (no tile is computed). A row block is kOnlineQueryGroup
@@ -100,9 +103,8 @@ struct LoweredKernel {
   std::string name;
   std::vector<KernelParam> inputs;
   std::vector<std::string> outputNames;
-  std::vector<std::vector<std::string>> outputDims;
-  std::vector<bool> outputIsFloat;
-  std::vector<LoweredFunc> funcs; // producers before consumers
+  std::vector<TensorType> outputTypes; // same order as outputNames
+  std::vector<LoweredFunc> funcs;      // producers before consumers
   // Conditions on the sizes (attn.require), checked before anything is computed.
   std::vector<std::pair<Halide::Expr, std::string>> requirements;
   // One per online softmax (attnc::countTileVisits evaluates them); not part of the pipeline.

@@ -41,22 +41,28 @@ static StringRef nameAttrOf(DictionaryAttr dict) {
   return {};
 }
 
-static SmallVector<StringRef> dimsAttrOf(DictionaryAttr dict) {
-  SmallVector<StringRef> out;
-  if (!dict)
-    return out;
-  if (auto a = dict.getAs<ArrayAttr>("attn.dims"))
-    for (Attribute d : a)
-      if (auto s = dyn_cast<StringAttr>(d))
-        out.push_back(s.getValue());
-  return out;
+static DimsAttr dimsAttrOf(DictionaryAttr dict) {
+  return dict ? dict.getAs<DimsAttr>("attn.dims") : DimsAttr();
+}
+
+static attnc::TensorType tensorTypeOf(Type t, DictionaryAttr dict) {
+  attnc::TensorType tt;
+  auto ranked = cast<RankedTensorType>(t);
+  // The verifier accepts f32 and i32 elements only, so dtypeOf cannot fail here.
+  (void)dtypeOf(ranked.getElementType(), &tt.dtype);
+  if (DimsAttr dims = dimsAttrOf(dict))
+    for (attnc::Dim &d : dims.getDimList())
+      tt.dims.push_back(std::move(d));
+  return tt;
 }
 
 StringRef KernelOp::getInputName(unsigned i) { return nameAttrOf(getArgAttrDict(i)); }
 StringRef KernelOp::getOutputName(unsigned i) { return nameAttrOf(getResultAttrDict(i)); }
-SmallVector<StringRef> KernelOp::getInputDims(unsigned i) { return dimsAttrOf(getArgAttrDict(i)); }
-SmallVector<StringRef> KernelOp::getOutputDims(unsigned i) {
-  return dimsAttrOf(getResultAttrDict(i));
+attnc::TensorType KernelOp::getInputType(unsigned i) {
+  return tensorTypeOf(getArgumentTypes()[i], getArgAttrDict(i));
+}
+attnc::TensorType KernelOp::getOutputType(unsigned i) {
+  return tensorTypeOf(getResultTypes()[i], getResultAttrDict(i));
 }
 
 void KernelOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setNameFn) {
@@ -79,9 +85,29 @@ LogicalResult KernelOp::verify() {
     auto tt = cast<RankedTensorType>(t);
     if (nameAttrOf(dict).empty())
       return emitOpError() << what << " " << i << " has no 'attn.name'";
-    if ((int64_t)dimsAttrOf(dict).size() != tt.getRank())
+    attnc::DType dtype;
+    if (!dtypeOf(tt.getElementType(), &dtype))
+      return emitOpError() << what << " '" << nameAttrOf(dict) << "' has element type "
+                           << tt.getElementType() << ", which is no kernel tensor type";
+    if (dict && dict.get("attn.dims") && !dimsAttrOf(dict))
+      return emitOpError() << what << " '" << nameAttrOf(dict)
+                           << "' needs an #attn.dims as 'attn.dims'";
+    SmallVector<attnc::Dim> dims;
+    if (DimsAttr d = dimsAttrOf(dict))
+      dims = d.getDimList();
+    if ((int64_t)dims.size() != tt.getRank())
       return emitOpError() << what << " '" << nameAttrOf(dict) << "' has rank " << tt.getRank()
-                           << " but " << dimsAttrOf(dict).size() << " 'attn.dims' entries";
+                           << " but " << dims.size() << " 'attn.dims' entries";
+    for (auto [d, dim] : llvm::enumerate(dims)) {
+      // The runtime binds sizes from input dimensions, which a product cannot give.
+      if (dim.product() && StringRef(what) == "input")
+        return emitOpError() << "input '" << nameAttrOf(dict) << "' dimension " << d << " ("
+                             << dim.str() << ") is a product; only outputs may have them";
+      int64_t extent = tt.getDimSize(d);
+      if (dim.is_static() ? extent != dim.static_value() : extent != ShapedType::kDynamic)
+        return emitOpError() << what << " '" << nameAttrOf(dict) << "' dimension " << d << " ("
+                             << dim.str() << ") does not match its tensor type's extent";
+    }
     return success();
   };
   for (auto [i, t] : llvm::enumerate(getArgumentTypes())) {

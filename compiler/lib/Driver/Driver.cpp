@@ -160,31 +160,23 @@ std::string pluginPath(const std::string &name) {
   return std::string(ATTNC_HALIDE_LIBDIR) + "/" + lib;
 }
 
-int64_t sizeOf(const std::string &dim, const std::map<std::string, int64_t> &sizes,
+int64_t sizeOf(const Dim &dim, const std::map<std::string, int64_t> &sizes,
                const std::string &what) {
-  int64_t v = 1;
-  size_t pos = 0;
-  while (pos <= dim.size()) {
-    size_t star = dim.find('*', pos);
-    std::string f = dim.substr(pos, star == std::string::npos ? std::string::npos : star - pos);
-    int64_t x = 0;
-    if (!f.empty() && std::isdigit((unsigned char)f[0]))
-      x = std::stoll(f);
-    else if (sizes.count(f))
-      x = sizes.at(f);
-    else
-      throw std::runtime_error(
-          "the autoscheduler needs every size as an estimate: --sizes has no value for '" + f +
-          "' (" + what + ")");
-    // Halide's estimates are 32-bit extents, as a tensor's dimensions are.
-    if (__builtin_mul_overflow(v, x, &v) || v > 2147483647)
-      throw std::runtime_error("the autoscheduler's estimate of " + what + " (" + dim +
-                               ") is more than 2147483647 at these --sizes");
-    if (star == std::string::npos)
-      break;
-    pos = star + 1;
+  int64_t v = 0;
+  std::string unbound;
+  // Halide's estimates are 32-bit extents, as a tensor's dimensions are.
+  switch (dim.evaluate(sizes, &v, &unbound, 2147483647)) {
+  case Dim::EvalError::None:
+    return v;
+  case Dim::EvalError::Unbound:
+    throw std::runtime_error(
+        "the autoscheduler needs every size as an estimate: --sizes has no value for '" + unbound +
+        "' (" + what + ")");
+  case Dim::EvalError::Overflow:
+    break;
   }
-  return v;
+  throw std::runtime_error("the autoscheduler's estimate of " + what + " (" + dim.str() +
+                           ") is more than 2147483647 at these --sizes");
 }
 } // namespace
 
@@ -199,15 +191,16 @@ void applyAutoscheduler(LoweredKernel &k, const Halide::Target &t, const std::st
   k.checkGpuLaunches = false;
   for (KernelParam &p : k.inputs) {
     std::vector<Halide::Range> est;
-    for (size_t d = p.dims.size(); d-- > 0;)
-      est.push_back({0, (int)sizeOf(p.dims[d], sizes, "input " + p.name)});
+    for (size_t d = p.type.rank(); d-- > 0;)
+      est.push_back({0, (int)sizeOf(p.type.dims[d], sizes, "input " + p.name)});
     p.param.set_estimates(est);
   }
   std::vector<Halide::Func> outs = k.outputs();
   for (size_t i = 0; i < outs.size(); ++i) {
     std::vector<Halide::Range> est;
-    for (size_t d = k.outputDims[i].size(); d-- > 0;)
-      est.push_back({0, (int)sizeOf(k.outputDims[i][d], sizes, "output " + k.outputNames[i])});
+    const std::vector<Dim> &dims = k.outputTypes[i].dims;
+    for (size_t d = dims.size(); d-- > 0;)
+      est.push_back({0, (int)sizeOf(dims[d], sizes, "output " + k.outputNames[i])});
     outs[i].set_estimates(est);
   }
   std::string path = pluginPath(name);
@@ -331,11 +324,13 @@ bool parseTarget(const std::string &s, Halide::Target *t, std::string *err) {
   return true;
 }
 
-static std::string dimsArray(const std::string &var, const std::vector<std::string> &dims) {
+// Descriptors spell each dimension canonically (Dim::str), which the runtime parses back with
+// Dim::parse: descriptors are plain constant data that hand-written callers can build too.
+static std::string dimsArray(const std::string &var, const std::vector<Dim> &dims) {
   std::ostringstream os;
   os << "  static const char* const " << var << "[] = {";
   for (size_t i = 0; i < dims.size(); ++i)
-    os << (i ? ", " : "") << "\"" << dims[i] << "\"";
+    os << (i ? ", " : "") << "\"" << dims[i].str() << "\"";
   if (dims.empty())
     os << "nullptr";
   os << "};\n";
@@ -358,21 +353,21 @@ std::string runtimeDescriptorHeader(const LoweredKernel &k, const std::string &h
         "// product of these such as \"M*D\".\n";
   os << "inline const attnc::KernelDesc& " << k.name << "() {\n";
   for (const auto &p : k.inputs)
-    os << dimsArray("in_" + p.name + "_dims", p.dims);
+    os << dimsArray("in_" + p.name + "_dims", p.type.dims);
   for (size_t i = 0; i < k.outputNames.size(); ++i)
-    os << dimsArray("out_" + k.outputNames[i] + "_dims", k.outputDims[i]);
+    os << dimsArray("out_" + k.outputNames[i] + "_dims", k.outputTypes[i].dims);
   os << "  static const attnc::ParamDesc kInputs[] = {\n";
   for (const auto &p : k.inputs)
-    os << "      {\"" << p.name << "\", attnc::DType::" << (p.isFloat ? "F32" : "I32") << ", "
-       << p.dims.size() << ", "
+    os << "      {\"" << p.name << "\", attnc::DType::" << dtype_info(p.type.dtype)->enumerator
+       << ", " << p.type.rank() << ", "
        << "in_" << p.name << "_dims},\n";
   if (k.inputs.empty())
     os << "      {nullptr, attnc::DType::F32, 0, nullptr},\n";
   os << "  };\n  static const attnc::ParamDesc kOutputs[] = {\n";
   for (size_t i = 0; i < k.outputNames.size(); ++i)
     os << "      {\"" << k.outputNames[i]
-       << "\", attnc::DType::" << (k.outputIsFloat[i] ? "F32" : "I32") << ", "
-       << k.outputDims[i].size() << ", " << "out_" << k.outputNames[i] << "_dims},\n";
+       << "\", attnc::DType::" << dtype_info(k.outputTypes[i].dtype)->enumerator << ", "
+       << k.outputTypes[i].rank() << ", " << "out_" << k.outputNames[i] << "_dims},\n";
   os << "  };\n";
   os << "  static const attnc::KernelDesc desc = {\"" << k.name << "\", \"" << targetKey << "\", "
      << k.inputs.size() << ", kInputs, " << k.outputNames.size() << ", kOutputs, &" << k.name

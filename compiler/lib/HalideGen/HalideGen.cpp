@@ -21,6 +21,16 @@ namespace H = Halide;
 
 namespace attnc {
 
+Halide::Type halideType(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return H::Float(32);
+  case DType::I32:
+    return H::Int(32);
+  }
+  throw std::runtime_error("HalideGen: an element type without a Halide type");
+}
+
 const char *funcRoleName(FuncRole r) {
   switch (r) {
   case FuncRole::Define:
@@ -131,14 +141,10 @@ public:
     out_.name = kernel.getSymName().str();
     Block &entry = kernel.getBody().front();
     for (unsigned i = 0; i < entry.getNumArguments(); ++i) {
-      auto tt = cast<RankedTensorType>(entry.getArgument(i).getType());
-      bool isFloat = tt.getElementType().isF32();
       KernelParam p;
       p.name = kernel.getInputName(i).str();
-      p.param = H::ImageParam(isFloat ? H::Float(32) : H::Int(32), (int)tt.getRank(), p.name);
-      for (StringRef d : kernel.getInputDims(i))
-        p.dims.push_back(d.str());
-      p.isFloat = isFloat;
+      p.type = kernel.getInputType(i);
+      p.param = H::ImageParam(halideType(p.type.dtype), (int)p.type.rank(), p.name);
       // DSL tensors are indexed from 0 and the runtime passes every buffer with min 0. Saying so
       // lets Halide drop the min arithmetic and see that a tile of rows keeps a constant extent
       // when mask bounds (attn.bounds) also imply i >= 0.
@@ -179,12 +185,8 @@ public:
             unsupported(&op, "the same definition is returned twice");
           f->isOutput = true;
           out_.outputNames.push_back(f->name);
-          std::vector<std::string> dims;
-          for (StringRef d : kernel.getOutputDims(i))
-            dims.push_back(d.str());
-          out_.outputDims.push_back(dims);
-          out_.outputIsFloat.push_back(
-              cast<RankedTensorType>(v.getType()).getElementType().isF32());
+          out_.outputTypes.push_back(kernel.getOutputType(i));
+          const std::vector<attnc::Dim> &dims = out_.outputTypes.back().dims;
           // The runtime checks every output's shape against the sizes bound from the inputs;
           // saying so lets Halide compare an output's extent with the inputs' (a causal
           // tile's keys j <= i then end inside k without a clamp to k's extent).
@@ -192,8 +194,10 @@ public:
           int rank = f->func.dimensions();
           for (int d = 0; d < rank; ++d) {
             ob.dim(d).set_min(0);
-            const std::string &size = dims[rank - 1 - d];
-            if (auto it = sizes_.find(size); it != sizes_.end())
+            const attnc::Dim &dim = dims[rank - 1 - d];
+            if (!dim.symbol())
+              continue;
+            if (auto it = sizes_.find(dim.symbol_name()); it != sizes_.end())
               ob.dim(d).set_extent(it->second);
           }
         }
@@ -1310,10 +1314,11 @@ private:
     if (inputIndex_.count(tensor)) {
       const KernelParam &p = out_.inputs[inputIndex_.lookup(tensor)];
       auto dim = ext.getDefiningOp<attn::DimOp>();
+      const std::vector<attnc::Dim> &dims = p.type.dims;
       if (dim)
-        return d < p.dims.size() && dim.getSize() == p.dims[d];
+        return d < dims.size() && dims[d].symbol() && dim.getSize() == dims[d].symbol_name();
       auto c = ext.getDefiningOp<arith::ConstantIndexOp>();
-      return c && d < p.dims.size() && p.dims[d] == std::to_string(c.value());
+      return c && d < dims.size() && dims[d].literal() && dims[d].literal_value() == c.value();
     }
     Operation *def = tensor.getDefiningOp();
     return def && d < def->getNumOperands() && sameExtent(def->getOperand(d), ext);
@@ -1629,10 +1634,7 @@ std::string printAlgorithm(const LoweredKernel &k) {
   std::ostringstream os;
   os << "pipeline " << k.name << "\n";
   for (const auto &p : k.inputs) {
-    os << "  input " << p.name << ": " << (p.isFloat ? "f32" : "i32") << "[";
-    for (size_t i = 0; i < p.dims.size(); ++i)
-      os << (i ? ", " : "") << p.dims[i];
-    os << "]\n";
+    os << "  input " << p.name << ": " << p.type.str() << "\n";
   }
   for (const auto &f : k.funcs) {
     H::Func fn = f.func;

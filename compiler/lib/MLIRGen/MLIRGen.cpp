@@ -56,9 +56,7 @@ private:
     return FileLineColLoc::get(l.file ? b_.getStringAttr(l.file->path) : file_, l.line, l.col);
   }
 
-  Type elemType(ElemType t) {
-    return t == ElemType::F32 ? (Type)b_.getF32Type() : (Type)b_.getI32Type();
-  }
+  Type elemType(ElemType t) { return attn::elementType(b_.getContext(), t); }
 
   RankedTensorType tensorType(const TensorDecl &t) {
     SmallVector<int64_t> shape;
@@ -72,11 +70,12 @@ private:
   }
 
   DictionaryAttr paramAttrs(const TensorDecl &t) {
-    SmallVector<Attribute> dims;
+    SmallVector<attnc::Dim> dims;
     for (const DimSpec &d : t.dims)
-      dims.push_back(b_.getStringAttr(d.str()));
-    return b_.getDictionaryAttr({b_.getNamedAttr("attn.name", b_.getStringAttr(t.name)),
-                                 b_.getNamedAttr("attn.dims", b_.getArrayAttr(dims))});
+      dims.push_back(d.dim());
+    return b_.getDictionaryAttr(
+        {b_.getNamedAttr("attn.name", b_.getStringAttr(t.name)),
+         b_.getNamedAttr("attn.dims", attn::DimsAttr::get(b_.getContext(), dims))});
   }
 
   void genKernel(const Kernel &k) {

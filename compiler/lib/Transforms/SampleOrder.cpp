@@ -295,11 +295,11 @@ bool sameExtent(Value ext, Value tensor, unsigned pos, attn::KernelOp kernel) {
   if (auto ba = dyn_cast<BlockArgument>(tensor)) {
     if (ba.getOwner() != &kernel.getBody().front())
       return false;
-    StringRef name = kernel.getInputDims(ba.getArgNumber())[pos];
+    const attnc::Dim dim = kernel.getInputType(ba.getArgNumber()).dims[pos];
     if (auto s = sizeOf(ext))
-      return *s == name;
+      return dim.symbol() && *s == dim.symbol_name();
     if (auto c = constOf(ext))
-      return std::to_string(*c) == name.str();
+      return dim.literal() && *c == dim.literal_value();
     return false;
   }
   Operation *d = tensor.getDefiningOp();

@@ -9,16 +9,11 @@
 #include <string_view>
 #include <vector>
 
+#include "attnc/tensor_type.h"
+
 struct halide_buffer_t; // HalideRuntime.h
 
 namespace attnc {
-
-enum class DType { F32, I32 };
-
-// "f32" / "i32"; "?" for values outside the enum.
-const char *dtype_name(DType dtype);
-// Bytes per element (4 for both current types).
-size_t dtype_size(DType dtype);
 
 class Status {
 public:
@@ -59,10 +54,11 @@ struct TensorView {
   static TensorView i32(int32_t *data, const std::vector<int64_t> &shape);
 };
 
-// One kernel parameter. dims[i] is a size symbol (C identifier, e.g. "Nq"), a
-// non-negative decimal literal (e.g. "64") or, for outputs only, a product of
-// these joined by '*' without blanks (e.g. "M*D", "2*C"); dims is in C order
-// and may be null when rank == 0.
+// One kernel parameter. dims[i] is a dimension in Dim's canonical spelling
+// (tensor_type.h): a size symbol (C identifier, e.g. "Nq"), a non-negative
+// decimal literal (e.g. "64") or, for outputs only, a product of these joined
+// by '*' without blanks (e.g. "M*D", "2*C"); dims is in C order and may be
+// null when rank == 0.
 struct ParamDesc {
   const char *name;
   DType dtype;

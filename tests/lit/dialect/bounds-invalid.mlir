@@ -1,7 +1,7 @@
 // Tests the diagnostics of the `attn.bounds` attribute (AttnDialect.cpp), one case per split.
 // RUN: attn-opt %s -split-input-file -verify-diagnostics
 
-attn.kernel @k(%s: tensor<?xf32> {attn.dims = ["N"], attn.name = "s"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%s: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "s"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %N = attn.dim %s[0] as "N" : tensor<?xf32>
   // expected-error @+1 {{'attn.define' op 'attn.bounds' applies to attn.softmax, attn.online_softmax and attn.reduce only}}
   %o = attn.define "o" [%N] {
@@ -14,7 +14,7 @@ attn.kernel @k(%s: tensor<?xf32> {attn.dims = ["N"], attn.name = "s"}) -> (tenso
 
 // -----
 
-attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) -> (tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "p"}) {
+attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "s"}) -> (tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "p"}) {
   %N = attn.dim %s[0] as "N" : tensor<?x?xf32>
   // expected-error @+1 {{'attn.softmax' op 'attn.bounds' must be an array of dictionaries}}
   %p = attn.softmax "p" [%N, %N] over [1] {
@@ -27,7 +27,7 @@ attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) ->
 
 // -----
 
-attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) -> (tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "p"}) {
+attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "s"}) -> (tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "p"}) {
   %N = attn.dim %s[0] as "N" : tensor<?x?xf32>
   // expected-error @+1 {{'attn.softmax' op 'attn.bounds' entries need 'index' and 'sizes'}}
   %p = attn.softmax "p" [%N, %N] over [1] {
@@ -40,7 +40,7 @@ attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) ->
 
 // -----
 
-attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) -> (tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "p"}) {
+attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "s"}) -> (tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "p"}) {
   %N = attn.dim %s[0] as "N" : tensor<?x?xf32>
   // expected-error @+1 {{'attn.softmax' op 'attn.bounds' index 0 is not a softmax axis}}
   %p = attn.softmax "p" [%N, %N] over [1] {
@@ -53,7 +53,7 @@ attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) ->
 
 // -----
 
-attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) -> (tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "p"}) {
+attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "s"}) -> (tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "p"}) {
   %N = attn.dim %s[0] as "N" : tensor<?x?xf32>
   // expected-error @+1 {{'attn.softmax' op 'attn.bounds' index 2 is out of range}}
   %p = attn.softmax "p" [%N, %N] over [1] {
@@ -66,7 +66,7 @@ attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) ->
 
 // -----
 
-attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) -> (tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "p"}) {
+attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "s"}) -> (tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "p"}) {
   %N = attn.dim %s[0] as "N" : tensor<?x?xf32>
   // expected-error @+1 {{'attn.softmax' op 'attn.bounds' names 'M', which is not a size of the kernel}}
   %p = attn.softmax "p" [%N, %N] over [1] {
@@ -79,7 +79,7 @@ attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) ->
 
 // -----
 
-attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) -> (tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "p"}) {
+attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "s"}) -> (tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "p"}) {
   %N = attn.dim %s[0] as "N" : tensor<?x?xf32>
   // expected-error @+1 {{'attn.softmax' op 'attn.bounds' 'lower' must be an affine map}}
   %p = attn.softmax "p" [%N, %N] over [1] {
@@ -92,7 +92,7 @@ attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) ->
 
 // -----
 
-attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) -> (tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "p"}) {
+attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "s"}) -> (tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "p"}) {
   %N = attn.dim %s[0] as "N" : tensor<?x?xf32>
   // expected-error @+1 {{'attn.softmax' op 'attn.bounds' 'upper' must map the 2 indices and 0 sizes to at least one bound}}
   %p = attn.softmax "p" [%N, %N] over [1] {
@@ -105,7 +105,7 @@ attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) ->
 
 // -----
 
-attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) -> (tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "p"}) {
+attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "s"}) -> (tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "p"}) {
   %N = attn.dim %s[0] as "N" : tensor<?x?xf32>
   // expected-error @+1 {{'attn.softmax' op 'attn.bounds' 'upper' may divide only by positive constants}}
   %p = attn.softmax "p" [%N, %N] over [1] {
@@ -118,7 +118,7 @@ attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) ->
 
 // -----
 
-attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) -> (tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "p"}) {
+attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "s"}) -> (tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "p"}) {
   %N = attn.dim %s[0] as "N" : tensor<?x?xf32>
   // expected-error @+1 {{'attn.softmax' op 'attn.bounds' 'upper' may not depend on a softmax axis}}
   %p = attn.softmax "p" [%N, %N] over [1] {
@@ -131,7 +131,7 @@ attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) ->
 
 // -----
 
-attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) -> (tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "p"}) {
+attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "s"}) -> (tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "p"}) {
   %N = attn.dim %s[0] as "N" : tensor<?x?xf32>
   // expected-error @+1 {{'attn.softmax' op 'attn.bounds' entries need 'lower' or 'upper'}}
   %p = attn.softmax "p" [%N, %N] over [1] {
@@ -144,7 +144,7 @@ attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) ->
 
 // -----
 
-attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "s"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %N = attn.dim %s[0] as "N" : tensor<?x?xf32>
   %o = attn.define "o" [%N] {
   ^bb0(%i: index):
@@ -161,7 +161,7 @@ attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) ->
 
 // -----
 
-attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) -> (tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "p"}) {
+attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "s"}) -> (tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "p"}) {
   %N = attn.dim %s[0] as "N" : tensor<?x?xf32>
   // expected-error @+1 {{'attn.softmax' op 'attn.bounds' 'exact' must be a unit attribute}}
   %p = attn.softmax "p" [%N, %N] over [1] {
@@ -174,7 +174,7 @@ attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) ->
 
 // -----
 
-attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "s"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %N = attn.dim %s[0] as "N" : tensor<?x?xf32>
   %o = attn.define "o" [%N] {
   ^bb0(%i: index):

@@ -2,28 +2,28 @@
 // RUN: attn-opt %s -split-input-file -verify-diagnostics
 
 // expected-error @+1 {{'attn.kernel' op input 0 has no 'attn.name'}}
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"]}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   attn.return %q : tensor<?xf32>
 }
 
 // -----
 
 // expected-error @+1 {{'attn.kernel' op output 0 has no 'attn.name'}}
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"]}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>}) {
   attn.return %q : tensor<?xf32>
 }
 
 // -----
 
 // expected-error @+1 {{'attn.kernel' op output 0 has no 'attn.name'}}
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> tensor<?xf32> {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> tensor<?xf32> {
   attn.return %q : tensor<?xf32>
 }
 
 // -----
 
 // expected-error @+1 {{'attn.kernel' op input 'q' has rank 2 but 1 'attn.dims' entries}}
-attn.kernel @k(%q: tensor<?x?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?x?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %N = attn.dim %q[0] as "N" : tensor<?x?xf32>
   %o = attn.define "o" [%N] {
   ^bb0(%i: index):
@@ -36,14 +36,14 @@ attn.kernel @k(%q: tensor<?x?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (ten
 // -----
 
 // expected-error @+1 {{'attn.kernel' op output 'o' has rank 1 but 0 'attn.dims' entries}}
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.name = "o"}) {
   attn.return %q : tensor<?xf32>
 }
 
 // -----
 
 // expected-error @+1 {{'attn.kernel' op input 0 is not a ranked tensor}}
-attn.kernel @k(%q: tensor<*xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<*xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %c = arith.constant 1 : index
   %o = attn.define "o" [%c] {
   ^bb0(%i: index):
@@ -56,7 +56,7 @@ attn.kernel @k(%q: tensor<*xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tenso
 // -----
 
 // expected-error @+1 {{'attn.kernel' op output 0 is not a ranked tensor}}
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (f32 {attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (f32 {attn.name = "o"}) {
   %x = arith.constant 1.0 : f32
   attn.return %x : f32
 }
@@ -64,13 +64,13 @@ attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (f32 {
 // -----
 
 // expected-error @+1 {{'attn.kernel' op body must end with attn.return}}
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %N = attn.dim %q[0] as "N" : tensor<?xf32>
 }
 
 // -----
 
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %c = arith.constant 4 : index
   %o = attn.define "o" [%c] {
   ^bb0(%i: index):
@@ -83,14 +83,14 @@ attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tenso
 
 // -----
 
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   // expected-error @+1 {{'attn.return' op returns types that do not match the kernel's results}}
   attn.return
 }
 
 // -----
 
-attn.kernel @k(%q: tensor<?x?xf32> {attn.dims = ["N", "D"], attn.name = "q"}) -> (tensor<?x?xf32> {attn.dims = ["N", "D"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?x?xf32> {attn.dims = #attn.dims<N, D>, attn.name = "q"}) -> (tensor<?x?xf32> {attn.dims = #attn.dims<N, D>, attn.name = "o"}) {
   // expected-error @+1 {{'attn.dim' op dimension 2 is out of range for a tensor of rank 2}}
   %X = attn.dim %q[2] as "X" : tensor<?x?xf32>
   attn.return %q : tensor<?x?xf32>
@@ -98,7 +98,7 @@ attn.kernel @k(%q: tensor<?x?xf32> {attn.dims = ["N", "D"], attn.name = "q"}) ->
 
 // -----
 
-attn.kernel @k(%q: tensor<?x?xf32> {attn.dims = ["N", "D"], attn.name = "q"}) -> (tensor<?x?xf32> {attn.dims = ["N", "D"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?x?xf32> {attn.dims = #attn.dims<N, D>, attn.name = "q"}) -> (tensor<?x?xf32> {attn.dims = #attn.dims<N, D>, attn.name = "o"}) {
   // expected-error @+1 {{'attn.dim' op dimension -1 is out of range for a tensor of rank 2}}
   %X = attn.dim %q[-1] as "X" : tensor<?x?xf32>
   attn.return %q : tensor<?x?xf32>
@@ -106,7 +106,7 @@ attn.kernel @k(%q: tensor<?x?xf32> {attn.dims = ["N", "D"], attn.name = "q"}) ->
 
 // -----
 
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   // expected-error @+1 {{'attn.dim' op needs a size name}}
   %X = attn.dim %q[0] as "" : tensor<?xf32>
   attn.return %q : tensor<?xf32>
@@ -114,7 +114,7 @@ attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tenso
 
 // -----
 
-attn.kernel @k(%q: tensor<?x?xf32> {attn.dims = ["N", "D"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?x?xf32> {attn.dims = #attn.dims<N, D>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %N = attn.dim %q[0] as "N" : tensor<?x?xf32>
   %o = attn.define "o" [%N] {
   ^bb0(%i: index):
@@ -127,7 +127,7 @@ attn.kernel @k(%q: tensor<?x?xf32> {attn.dims = ["N", "D"], attn.name = "q"}) ->
 
 // -----
 
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %N = attn.dim %q[0] as "N" : tensor<?xf32>
   %o = attn.define "o" [%N] {
   ^bb0(%i: index):
@@ -140,7 +140,7 @@ attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tenso
 
 // -----
 
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %N = attn.dim %q[0] as "N" : tensor<?xf32>
   // expected-error @+1 {{'attn.define' op result has rank 1 but 2 extents are given}}
   %o = attn.define "o" [%N, %N] {
@@ -153,7 +153,7 @@ attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tenso
 
 // -----
 
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %N = attn.dim %q[0] as "N" : tensor<?xf32>
   // expected-error @+1 {{'attn.define' op has 1 extents but its region has 2 index arguments}}
   %o = attn.define "o" [%N] {
@@ -166,7 +166,7 @@ attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tenso
 
 // -----
 
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %N = attn.dim %q[0] as "N" : tensor<?xf32>
   // expected-error @+1 {{'attn.define' op region arguments must be of type index}}
   %o = attn.define "o" [%N] {
@@ -179,7 +179,7 @@ attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tenso
 
 // -----
 
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %N = attn.dim %q[0] as "N" : tensor<?xf32>
   // expected-error @+1 {{'attn.define' op has 1 extents but 2 index names}}
   %o = attn.define "o" [%N] {
@@ -192,7 +192,7 @@ attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tenso
 
 // -----
 
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %N = attn.dim %q[0] as "N" : tensor<?xf32>
   %o = attn.define "o" [%N] {
   ^bb0(%i: index):
@@ -204,7 +204,7 @@ attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tenso
 
 // -----
 
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %N = attn.dim %q[0] as "N" : tensor<?xf32>
   %o = attn.define "o" [%N] {
   ^bb0(%i: index):
@@ -217,7 +217,7 @@ attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tenso
 
 // -----
 
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %N = attn.dim %q[0] as "N" : tensor<?xf32>
   %o = attn.define "o" [%N] {
   ^bb0(%i: index):
@@ -231,7 +231,7 @@ attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tenso
 
 // -----
 
-attn.kernel @k(%q: tensor<?xi32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xi32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xi32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xi32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %N = attn.dim %q[0] as "N" : tensor<?xi32>
   // expected-error @+1 {{'attn.softmax' op result must hold f32}}
   %o = attn.softmax "o" [%N] over [0] {
@@ -244,7 +244,7 @@ attn.kernel @k(%q: tensor<?xi32> {attn.dims = ["N"], attn.name = "q"}) -> (tenso
 
 // -----
 
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %N = attn.dim %q[0] as "N" : tensor<?xf32>
   %o = attn.softmax "o" [%N] over [0] {
   ^bb0(%i: index):
@@ -257,7 +257,7 @@ attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tenso
 
 // -----
 
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %N = attn.dim %q[0] as "N" : tensor<?xf32>
   %o = attn.softmax "o" [%N] over [0] {
   ^bb0(%i: index):
@@ -271,7 +271,7 @@ attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tenso
 
 // -----
 
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %N = attn.dim %q[0] as "N" : tensor<?xf32>
   // expected-error @+1 {{'attn.softmax' op needs at least one axis}}
   %o = attn.softmax "o" [%N] over [] {
@@ -284,7 +284,7 @@ attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tenso
 
 // -----
 
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %N = attn.dim %q[0] as "N" : tensor<?xf32>
   // expected-error @+1 {{'attn.softmax' op axis 1 is out of range for rank 1}}
   %o = attn.softmax "o" [%N] over [1] {
@@ -297,7 +297,7 @@ attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tenso
 
 // -----
 
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %N = attn.dim %q[0] as "N" : tensor<?xf32>
   // expected-error @+1 {{'attn.softmax' op axis -1 is out of range for rank 1}}
   %o = attn.softmax "o" [%N] over [-1] {
@@ -310,7 +310,7 @@ attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tenso
 
 // -----
 
-attn.kernel @k(%q: tensor<?x?xf32> {attn.dims = ["N", "D"], attn.name = "q"}) -> (tensor<?x?xf32> {attn.dims = ["N", "D"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?x?xf32> {attn.dims = #attn.dims<N, D>, attn.name = "q"}) -> (tensor<?x?xf32> {attn.dims = #attn.dims<N, D>, attn.name = "o"}) {
   %N = attn.dim %q[0] as "N" : tensor<?x?xf32>
   %D = attn.dim %q[1] as "D" : tensor<?x?xf32>
   // expected-error @+1 {{'attn.softmax' op axis 1 appears twice}}
@@ -324,7 +324,7 @@ attn.kernel @k(%q: tensor<?x?xf32> {attn.dims = ["N", "D"], attn.name = "q"}) ->
 
 // -----
 
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %N = attn.dim %q[0] as "N" : tensor<?xf32>
   %o = attn.define "o" [%N] {
   ^bb0(%i: index):
@@ -341,7 +341,7 @@ attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tenso
 
 // -----
 
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %N = attn.dim %q[0] as "N" : tensor<?xf32>
   %o = attn.define "o" [%N] {
   ^bb0(%i: index):
@@ -358,7 +358,7 @@ attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tenso
 
 // -----
 
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %N = attn.dim %q[0] as "N" : tensor<?xf32>
   %o = attn.define "o" [%N] {
   ^bb0(%i: index):
@@ -374,7 +374,7 @@ attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tenso
 
 // -----
 
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %N = attn.dim %q[0] as "N" : tensor<?xf32>
   %o = attn.define "o" [%N] {
   ^bb0(%i: index):
@@ -392,7 +392,7 @@ attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tenso
 
 // -----
 
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %N = attn.dim %q[0] as "N" : tensor<?xf32>
   %o = attn.define "o" [%N] {
   ^bb0(%i: index):
@@ -414,7 +414,7 @@ attn.yield
 
 // -----
 
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %N = attn.dim %q[0] as "N" : tensor<?xf32>
   %o = attn.define "o" [%N] {
   ^bb0(%i: index):
@@ -430,6 +430,6 @@ attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tenso
 
 // A body that does not end in a terminator at all.
 // expected-error @+1 {{'attn.kernel' op body must end with attn.return}}
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %c = arith.constant 1 : index
 }

@@ -16,10 +16,10 @@
 // CHECK:       %o = attn.define "o"
 // CHECK:           } {attn.bounds = [{from = "p", index = 0 : i64, lower = #[[LOE]], sizes = ["N"], upper = #[[UPE]]}], indices = ["j"]} : f32
 // CHECK:         } {indices = ["c"]} : f32
-attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "s"},
-               %v: tensor<?x?xf32> {attn.dims = ["N", "D"], attn.name = "v"})
-    -> (tensor<?x?x?xf32> {attn.dims = ["N", "D", "D"], attn.name = "o"},
-        tensor<?x?xf32> {attn.dims = ["N", "N"], attn.name = "u"}) {
+attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "s"},
+               %v: tensor<?x?xf32> {attn.dims = #attn.dims<N, D>, attn.name = "v"})
+    -> (tensor<?x?x?xf32> {attn.dims = #attn.dims<N, D, D>, attn.name = "o"},
+        tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "u"}) {
   %N = attn.dim %s[0] as "N" : tensor<?x?xf32>
   %D = attn.dim %v[1] as "D" : tensor<?x?xf32>
   // j <= i as i64, and j + N - 2 >= i (j >= i - N + 2); the stale upper bound is replaced.

@@ -29,7 +29,7 @@
 // DCE: attn.kernel @k(
 // DCE: attn.define "u"
 
-attn.kernel @k(%q: tensor<?xf32> {attn.dims = ["N"], attn.name = "q"}) -> (tensor<?xf32> {attn.dims = ["N"], attn.name = "o"}) {
+attn.kernel @k(%q: tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "q"}) -> (tensor<?xf32> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
   %N = attn.dim %q[0] as "N" : tensor<?xf32>
   %N2 = attn.dim %q[0] as "N" : tensor<?xf32>
   %unused = attn.define "u" [%N] {

@@ -5,10 +5,10 @@
 // RUN: attn-opt %s --mlir-print-op-generic | FileCheck %s --check-prefix=GENERIC
 
 // CHECK-LABEL: attn.kernel @causal(
-// CHECK-SAME: %q: tensor<?x?xf32> {attn.dims = ["N", "D"], attn.name = "q"}
-// CHECK-SAME: %k: tensor<?x?xf32> {attn.dims = ["N", "D"], attn.name = "k"}
-// CHECK-SAME: %v: tensor<?x?xf32> {attn.dims = ["N", "D"], attn.name = "v"})
-// CHECK-SAME: -> (tensor<?x?xf32> {attn.dims = ["N", "D"], attn.name = "o"}, tensor<4xf32> {attn.dims = ["4"], attn.name = "c"}) {
+// CHECK-SAME: %q: tensor<?x?xf32> {attn.dims = #attn.dims<N, D>, attn.name = "q"}
+// CHECK-SAME: %k: tensor<?x?xf32> {attn.dims = #attn.dims<N, D>, attn.name = "k"}
+// CHECK-SAME: %v: tensor<?x?xf32> {attn.dims = #attn.dims<N, D>, attn.name = "v"})
+// CHECK-SAME: -> (tensor<?x?xf32> {attn.dims = #attn.dims<N, D>, attn.name = "o"}, tensor<4xf32> {attn.dims = #attn.dims<4>, attn.name = "c"}) {
 // CHECK-NEXT:   %N = attn.dim %q[0] as "N" : tensor<?x?xf32>
 // CHECK-NEXT:   %D = attn.dim %q[1] as "D" : tensor<?x?xf32>
 // CHECK-NEXT:   %s = attn.define "s"[%N, %N] {
@@ -49,7 +49,7 @@
 // CHECK-NEXT:   attn.return %o, %c : tensor<?x?xf32>, tensor<4xf32>
 // CHECK-NEXT: }
 
-// GENERIC: "attn.kernel"() <{arg_attrs = [{attn.dims = ["N", "D"], attn.name = "q"}
+// GENERIC: "attn.kernel"() <{arg_attrs = [{attn.dims = #attn.dims<N, D>, attn.name = "q"}
 // GENERIC-SAME: function_type = (tensor<?x?xf32>, tensor<?x?xf32>, tensor<?x?xf32>) -> (tensor<?x?xf32>, tensor<4xf32>)
 // GENERIC-SAME: sym_name = "causal"
 // GENERIC: "attn.dim"(%{{.*}}) <{index = 0 : i64, size = "N"}> : (tensor<?x?xf32>) -> index
@@ -61,11 +61,11 @@
 // GENERIC: "attn.yield"(%{{.*}}, %{{.*}}) : (f32, i1) -> ()
 // GENERIC: "attn.return"(%{{.*}}, %{{.*}}) : (tensor<?x?xf32>, tensor<4xf32>) -> ()
 
-attn.kernel @causal(%q: tensor<?x?xf32> {attn.dims = ["N", "D"], attn.name = "q"},
-                    %k: tensor<?x?xf32> {attn.dims = ["N", "D"], attn.name = "k"},
-                    %v: tensor<?x?xf32> {attn.dims = ["N", "D"], attn.name = "v"})
-    -> (tensor<?x?xf32> {attn.dims = ["N", "D"], attn.name = "o"},
-        tensor<4xf32> {attn.dims = ["4"], attn.name = "c"}) {
+attn.kernel @causal(%q: tensor<?x?xf32> {attn.dims = #attn.dims<N, D>, attn.name = "q"},
+                    %k: tensor<?x?xf32> {attn.dims = #attn.dims<N, D>, attn.name = "k"},
+                    %v: tensor<?x?xf32> {attn.dims = #attn.dims<N, D>, attn.name = "v"})
+    -> (tensor<?x?xf32> {attn.dims = #attn.dims<N, D>, attn.name = "o"},
+        tensor<4xf32> {attn.dims = #attn.dims<4>, attn.name = "c"}) {
   %N = attn.dim %q[0] as "N" : tensor<?x?xf32>
   %D = attn.dim %q[1] as "D" : tensor<?x?xf32>
   %s = attn.define "s" [%N, %N] {
@@ -107,7 +107,7 @@ attn.kernel @causal(%q: tensor<?x?xf32> {attn.dims = ["N", "D"], attn.name = "q"
 }
 
 // A kernel without inputs, with an i32 result and a "min" reduction over a constant extent.
-// CHECK-LABEL: attn.kernel @iota() -> (tensor<3xi32> {attn.dims = ["3"], attn.name = "n"}) {
+// CHECK-LABEL: attn.kernel @iota() -> (tensor<3xi32> {attn.dims = #attn.dims<3>, attn.name = "n"}) {
 // CHECK:         %n = attn.define "n"[%{{.+}}] {
 // CHECK-NEXT:    ^bb0(%i: index):
 // CHECK:           %[[MIN:.+]] = attn.reduce "min"[%{{.+}}] {
@@ -118,7 +118,7 @@ attn.kernel @causal(%q: tensor<?x?xf32> {attn.dims = ["N", "D"], attn.name = "q"
 // CHECK-NEXT:    } {indices = ["i"]} : tensor<3xi32>
 // CHECK-NEXT:    attn.return %n : tensor<3xi32>
 // GENERIC: "attn.reduce"(%{{.*}}) <{indices = ["j"], kind = "min"}>
-attn.kernel @iota() -> (tensor<3xi32> {attn.dims = ["3"], attn.name = "n"}) {
+attn.kernel @iota() -> (tensor<3xi32> {attn.dims = #attn.dims<3>, attn.name = "n"}) {
   %c3 = arith.constant 3 : index
   %n = attn.define "n" [%c3] {
   ^bb0(%i: index):

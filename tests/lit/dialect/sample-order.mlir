@@ -68,7 +68,7 @@
 // SAMPLE: attn.kernel @output
 // SAMPLE-NOT: attn.sample_order
 
-  attn.kernel @gather(%x: tensor<?x?xf32> {attn.dims = ["N", "C"], attn.name = "x"}, %w: tensor<?x?xf32> {attn.dims = ["D", "C"], attn.name = "w"}, %idx: tensor<?x?xi32> {attn.dims = ["Q", "K"], attn.name = "idx"}, %a: tensor<?x?xf32> {attn.dims = ["Q", "K"], attn.name = "a"}) -> (tensor<?x?xf32> {attn.dims = ["Q", "D"], attn.name = "o"}) attributes {attn.estimates = {N = 1000 : i64, C = 64 : i64, D = 64 : i64, Q = 10 : i64, K = 4 : i64}} {
+  attn.kernel @gather(%x: tensor<?x?xf32> {attn.dims = #attn.dims<N, C>, attn.name = "x"}, %w: tensor<?x?xf32> {attn.dims = #attn.dims<D, C>, attn.name = "w"}, %idx: tensor<?x?xi32> {attn.dims = #attn.dims<Q, K>, attn.name = "idx"}, %a: tensor<?x?xf32> {attn.dims = #attn.dims<Q, K>, attn.name = "a"}) -> (tensor<?x?xf32> {attn.dims = #attn.dims<Q, D>, attn.name = "o"}) attributes {attn.estimates = {N = 1000 : i64, C = 64 : i64, D = 64 : i64, Q = 10 : i64, K = 4 : i64}} {
     %N = attn.dim %x[0] as "N" : tensor<?x?xf32>
     %C = attn.dim %x[1] as "C" : tensor<?x?xf32>
     %D = attn.dim %w[0] as "D" : tensor<?x?xf32>
@@ -100,7 +100,7 @@
     } {indices = ["q", "d"]} : tensor<?x?xf32>
     attn.return %o : tensor<?x?xf32>
   }
-  attn.kernel @twopoint(%x: tensor<?x?xf32> {attn.dims = ["N", "C"], attn.name = "x"}, %w: tensor<?x?xf32> {attn.dims = ["D", "C"], attn.name = "w"}, %b: tensor<?xf32> {attn.dims = ["D"], attn.name = "b"}, %idx: tensor<?x2xi32> {attn.dims = ["Q", "2"], attn.name = "idx"}) -> (tensor<?x?xf32> {attn.dims = ["Q", "D"], attn.name = "o"}) {
+  attn.kernel @twopoint(%x: tensor<?x?xf32> {attn.dims = #attn.dims<N, C>, attn.name = "x"}, %w: tensor<?x?xf32> {attn.dims = #attn.dims<D, C>, attn.name = "w"}, %b: tensor<?xf32> {attn.dims = #attn.dims<D>, attn.name = "b"}, %idx: tensor<?x2xi32> {attn.dims = #attn.dims<Q, 2>, attn.name = "idx"}) -> (tensor<?x?xf32> {attn.dims = #attn.dims<Q, D>, attn.name = "o"}) {
     %N = attn.dim %x[0] as "N" : tensor<?x?xf32>
     %C = attn.dim %x[1] as "C" : tensor<?x?xf32>
     %D = attn.dim %w[0] as "D" : tensor<?x?xf32>
@@ -137,7 +137,7 @@
     } {indices = ["q", "d"]} : tensor<?x?xf32>
     attn.return %o : tensor<?x?xf32>
   }
-  attn.kernel @squared(%x: tensor<?x?xf32> {attn.dims = ["N", "C"], attn.name = "x"}, %w: tensor<?x?xf32> {attn.dims = ["D", "C"], attn.name = "w"}, %idx: tensor<?x2xi32> {attn.dims = ["Q", "2"], attn.name = "idx"}) -> (tensor<?x?xf32> {attn.dims = ["Q", "D"], attn.name = "o"}) {
+  attn.kernel @squared(%x: tensor<?x?xf32> {attn.dims = #attn.dims<N, C>, attn.name = "x"}, %w: tensor<?x?xf32> {attn.dims = #attn.dims<D, C>, attn.name = "w"}, %idx: tensor<?x2xi32> {attn.dims = #attn.dims<Q, 2>, attn.name = "idx"}) -> (tensor<?x?xf32> {attn.dims = #attn.dims<Q, D>, attn.name = "o"}) {
     %N = attn.dim %x[0] as "N" : tensor<?x?xf32>
     %C = attn.dim %x[1] as "C" : tensor<?x?xf32>
     %D = attn.dim %w[0] as "D" : tensor<?x?xf32>
@@ -168,7 +168,7 @@
     } {indices = ["q", "d"]} : tensor<?x?xf32>
     attn.return %o : tensor<?x?xf32>
   }
-  attn.kernel @affine(%x: tensor<?x?xf32> {attn.dims = ["N", "C"], attn.name = "x"}, %w: tensor<?x?xf32> {attn.dims = ["D", "C"], attn.name = "w"}, %idx: tensor<?x2xi32> {attn.dims = ["Q", "2"], attn.name = "idx"}) -> (tensor<?x?xf32> {attn.dims = ["Q", "D"], attn.name = "o"}) {
+  attn.kernel @affine(%x: tensor<?x?xf32> {attn.dims = #attn.dims<N, C>, attn.name = "x"}, %w: tensor<?x?xf32> {attn.dims = #attn.dims<D, C>, attn.name = "w"}, %idx: tensor<?x2xi32> {attn.dims = #attn.dims<Q, 2>, attn.name = "idx"}) -> (tensor<?x?xf32> {attn.dims = #attn.dims<Q, D>, attn.name = "o"}) {
     %N = attn.dim %x[0] as "N" : tensor<?x?xf32>
     %C = attn.dim %x[1] as "C" : tensor<?x?xf32>
     %D = attn.dim %w[0] as "D" : tensor<?x?xf32>
@@ -201,7 +201,7 @@
     } {indices = ["q", "d"]} : tensor<?x?xf32>
     attn.return %o : tensor<?x?xf32>
   }
-  attn.kernel @output(%x: tensor<?x?xf32> {attn.dims = ["N", "C"], attn.name = "x"}, %w: tensor<?x?xf32> {attn.dims = ["D", "C"], attn.name = "w"}) -> (tensor<?x?xf32> {attn.dims = ["N", "D"], attn.name = "o"}) {
+  attn.kernel @output(%x: tensor<?x?xf32> {attn.dims = #attn.dims<N, C>, attn.name = "x"}, %w: tensor<?x?xf32> {attn.dims = #attn.dims<D, C>, attn.name = "w"}) -> (tensor<?x?xf32> {attn.dims = #attn.dims<N, D>, attn.name = "o"}) {
     %N = attn.dim %x[0] as "N" : tensor<?x?xf32>
     %C = attn.dim %x[1] as "C" : tensor<?x?xf32>
     %D = attn.dim %w[0] as "D" : tensor<?x?xf32>

@@ -1,11 +1,18 @@
-// The attn MLIR dialect (declarations generated from AttnDialect.td).
+// The attn MLIR dialect and its attributes (declarations generated from AttnDialect.td, AttnAttrs.td).
 #pragma once
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Dialect.h"
+#include "mlir/IR/DialectImplementation.h"
+
+#include "attnc/tensor_type.h"
 
 #include "attnc/Dialect/AttnOpsDialect.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "attnc/Dialect/AttnAttrs.h.inc"
 
 namespace attnc::attn {
 
@@ -18,5 +25,10 @@ namespace attnc::attn {
 // contribute nothing, so the reductions over the index may skip them. `exact` (softmax bounds
 // only): the mask is nothing but these bounds, so points inside them need no mask test.
 inline constexpr const char *kBoundsAttr = "attn.bounds";
+
+// The MLIR element type of a kernel tensor of `dtype`, and back (false for a type that is no
+// attnc::DType): the one place the dialect maps the shared element types.
+mlir::Type elementType(mlir::MLIRContext *ctx, attnc::DType dtype);
+bool dtypeOf(mlir::Type t, attnc::DType *out);
 
 } // namespace attnc::attn

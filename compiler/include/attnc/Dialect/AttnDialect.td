@@ -16,6 +16,8 @@ def Attn_Dialect : Dialect {
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::math::MathDialect"];
   // attn.bounds (attnc/Dialect/AttnDialect.h) is checked wherever it appears.
   let hasOperationAttrVerify = 1;
+  // #attn.dims (AttnAttrs.td).
+  let useDefaultAttributePrinterParser = 1;
 }
 
 class Attn_Op<string mnemonic, list<Trait> traits = []> : Op<Attn_Dialect, mnemonic, traits>;

@@ -3,6 +3,7 @@
 #define ATTN_OPS_TD
 
 include "attnc/Dialect/AttnDialect.td"
+include "attnc/Dialect/AttnAttrs.td"
 include "mlir/IR/OpAsmInterface.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/FunctionInterfaces.td"
@@ -22,12 +23,12 @@ def Attn_KernelOp : Attn_Op<"kernel", [
   let summary = "An attention kernel: tensor inputs in, tensor outputs out.";
   let description = [{
     Argument and result attributes carry the DSL names (`attn.name`) and the symbolic size of
-    every dimension (`attn.dims`, a size name or an integer literal), which the runtime uses to
-    validate calls.
+    every dimension (`attn.dims`, an `#attn.dims` of size names, integer literals and, in
+    outputs, their products), which the runtime uses to validate calls.
 
     ```mlir
-    attn.kernel @sdpa(%q: tensor<?x?x?x?xf32> {attn.dims = ["B", "H", "Nq", "D"], attn.name = "q"}, ...)
-        -> (tensor<?x?x?x?xf32> {attn.dims = ["B", "H", "Nq", "D"], attn.name = "o"}) { ... }
+    attn.kernel @sdpa(%q: tensor<?x?x?x?xf32> {attn.dims = #attn.dims<B, H, Nq, D>, attn.name = "q"}, ...)
+        -> (tensor<?x?x?x?xf32> {attn.dims = #attn.dims<B, H, Nq, D>, attn.name = "o"}) { ... }
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
@@ -43,9 +44,9 @@ def Attn_KernelOp : Attn_Op<"kernel", [
     // DSL name of input `i` / output `i`, from the `attn.name` attribute.
     ::llvm::StringRef getInputName(unsigned i);
     ::llvm::StringRef getOutputName(unsigned i);
-    // Symbolic dimensions (`attn.dims`) of input `i` / output `i`.
-    ::llvm::SmallVector<::llvm::StringRef> getInputDims(unsigned i);
-    ::llvm::SmallVector<::llvm::StringRef> getOutputDims(unsigned i);
+    // The type of input `i` / output `i`: its element type and its dimensions (`attn.dims`).
+    ::attnc::TensorType getInputType(unsigned i);
+    ::attnc::TensorType getOutputType(unsigned i);
   }];
   let hasCustomAssemblyFormat = 1;
   let skipDefaultBuilders = 1;

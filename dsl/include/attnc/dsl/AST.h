@@ -2,6 +2,7 @@
 #pragma once
 
 #include "attnc/dsl/Diagnostics.h"
+#include "attnc/tensor_type.h"
 
 #include <cstdint>
 #include <memory>
@@ -12,7 +13,8 @@
 
 namespace attnc::dsl {
 
-enum class ElemType { F32, I32 };
+// A tensor's element type is the shared one (attnc/tensor_type.h), which every later stage reads.
+using ElemType = attnc::DType;
 const char *elemTypeName(ElemType t);
 
 // Scalar types of expressions. Index arithmetic is Int; tensor reads of f32 tensors are Float.
@@ -120,13 +122,15 @@ struct DimSpec {
   // The canonical spelling, used by every stage after the parser (the AST printer, `attn.dims`,
   // runtime descriptors and their messages): "N", "64", or the factors in source order joined by
   // '*' without blanks, "M*D" or "2*C".
-  std::string str() const {
+  std::string str() const { return dim().str(); }
+  // The dimension as the shared type (attnc/tensor_type.h) that MLIRGen puts in `attn.dims`.
+  attnc::Dim dim() const {
     if (!isProduct())
-      return symbol.empty() ? std::to_string(value) : symbol;
-    std::string s;
-    for (size_t i = 0; i < factors.size(); ++i)
-      s += (i ? "*" : "") + factors[i].str();
-    return s;
+      return symbol.empty() ? attnc::Dim::of_literal(value) : attnc::Dim::of_symbol(symbol);
+    attnc::Dim d;
+    for (const DimFactor &f : factors)
+      d.factors.push_back({f.symbol, f.value});
+    return d;
   }
 };
 
