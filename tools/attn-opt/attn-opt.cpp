@@ -13,5 +13,6 @@ int main(int argc, char **argv) {
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();
   attnc::registerAttnPasses();
+  attnc::registerAttnPipeline();
   return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, "attn optimizer driver\n", registry));
 }

@@ -26,6 +26,10 @@
 using namespace mlir;
 
 namespace attnc {
+
+#define GEN_PASS_DEF_MASKBOUNDSPASS
+#include "attnc/Transforms/Passes.h.inc"
+
 namespace {
 
 // sum(coefficient * atom) + constant, where an atom is a block argument (an index) or a size.
@@ -449,14 +453,7 @@ void boundSum(attn::ReduceOp red) {
     red->setAttr(attn::kBoundsAttr, ArrayAttr::get(red.getContext(), out));
 }
 
-struct MaskBoundsPass : public PassWrapper<MaskBoundsPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(MaskBoundsPass)
-
-  StringRef getArgument() const final { return "attn-mask-bounds"; }
-  StringRef getDescription() const final {
-    return "Record affine bounds of softmax masks on the softmax axes and on the sums over them";
-  }
-
+struct MaskBoundsPass : impl::MaskBoundsPassBase<MaskBoundsPass> {
   void runOnOperation() override {
     // Softmaxes first: a sum reads the bounds of the softmax it multiplies by. Stale bounds
     // from an earlier run are recomputed, never trusted.
@@ -470,7 +467,5 @@ struct MaskBoundsPass : public PassWrapper<MaskBoundsPass, OperationPass<ModuleO
 };
 
 } // namespace
-
-std::unique_ptr<Pass> createMaskBoundsPass() { return std::make_unique<MaskBoundsPass>(); }
 
 } // namespace attnc

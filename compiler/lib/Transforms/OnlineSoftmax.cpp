@@ -27,6 +27,10 @@
 using namespace mlir;
 
 namespace attnc {
+
+#define GEN_PASS_DEF_ONLINESOFTMAXPASS
+#include "attnc/Transforms/Passes.h.inc"
+
 namespace {
 
 // Softmax axes up to this many points are windows (the same limit as schedules' findWindow).
@@ -257,22 +261,8 @@ void rewrite(Match &m, int64_t tile) {
   m.p.erase();
 }
 
-struct OnlineSoftmaxPass : public PassWrapper<OnlineSoftmaxPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(OnlineSoftmaxPass)
-
-  OnlineSoftmaxPass() = default;
-  OnlineSoftmaxPass(const OnlineSoftmaxPass &o) : PassWrapper(o) {}
-  explicit OnlineSoftmaxPass(int64_t t) { tile = t; }
-
-  Option<int64_t> tile{
-      *this, "tile",
-      llvm::cl::desc("Keys per tile (0: 128, fewer when the key count estimate is smaller)"),
-      llvm::cl::init(0)};
-
-  StringRef getArgument() const final { return "attn-online-softmax"; }
-  StringRef getDescription() const final {
-    return "Fuse a softmax and the weighted sum over its axis into a streaming online softmax";
-  }
+struct OnlineSoftmaxPass : impl::OnlineSoftmaxPassBase<OnlineSoftmaxPass> {
+  using Base::Base;
 
   void runOnOperation() override {
     if (tile < 0 || (tile != 0 && (tile < kMinOnlineTile || tile > kMaxOnlineTile))) {
@@ -297,9 +287,5 @@ struct OnlineSoftmaxPass : public PassWrapper<OnlineSoftmaxPass, OperationPass<M
 };
 
 } // namespace
-
-std::unique_ptr<Pass> createOnlineSoftmaxPass(int64_t tile) {
-  return std::make_unique<OnlineSoftmaxPass>(tile);
-}
 
 } // namespace attnc

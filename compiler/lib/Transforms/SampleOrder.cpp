@@ -14,7 +14,6 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
@@ -38,6 +37,21 @@ bool parseSampleOrder(const std::string &s, SampleOrder *out) {
     return false;
   return true;
 }
+
+const char *sampleOrderName(SampleOrder o) {
+  switch (o) {
+  case SampleOrder::Auto:
+    return "auto";
+  case SampleOrder::SampleFirst:
+    return "sample-first";
+  case SampleOrder::ProjectFirst:
+    return "project-first";
+  }
+  llvm_unreachable("unknown SampleOrder");
+}
+
+#define GEN_PASS_DEF_SAMPLEORDERPASS
+#include "attnc/Transforms/Passes.h.inc"
 
 namespace {
 
@@ -849,30 +863,8 @@ void processKernel(attn::KernelOp kernel, SampleOrder mode) {
   }
 }
 
-struct SampleOrderPass : public PassWrapper<SampleOrderPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(SampleOrderPass)
-
-  SampleOrderPass() = default;
-  SampleOrderPass(const SampleOrderPass &other) : PassWrapper(other) {}
-  explicit SampleOrderPass(SampleOrder o) {
-    order = o == SampleOrder::SampleFirst    ? "sample-first"
-            : o == SampleOrder::ProjectFirst ? "project-first"
-                                             : "auto";
-  }
-
-  Option<std::string> order{
-      *this, "order",
-      llvm::cl::desc("auto (by the kernel's attn.estimates), sample-first or project-first"),
-      llvm::cl::init("auto")};
-
-  StringRef getArgument() const final { return "attn-sample-order"; }
-  StringRef getDescription() const final {
-    return "Choose sample-then-project or project-then-sample for projections read by bilinear "
-           "sampling";
-  }
-  void getDependentDialects(DialectRegistry &registry) const override {
-    registry.insert<arith::ArithDialect>();
-  }
+struct SampleOrderPass : impl::SampleOrderPassBase<SampleOrderPass> {
+  using Base::Base;
 
   void runOnOperation() override {
     SampleOrder mode;
@@ -887,39 +879,5 @@ struct SampleOrderPass : public PassWrapper<SampleOrderPass, OperationPass<Modul
 };
 
 } // namespace
-
-std::unique_ptr<Pass> createSampleOrderPass(SampleOrder order) {
-  return std::make_unique<SampleOrderPass>(order);
-}
-
-void registerAttnPasses() {
-  PassRegistration<SampleOrderPass>();
-  registerPass([] { return createMaskBoundsPass(); });
-  registerPass([] { return createOnlineSoftmaxPass(); });
-}
-
-LogicalResult runPassPipeline(ModuleOp module, const PipelineOptions &opts) {
-  if (!opts.estimates.empty()) {
-    Builder b(module.getContext());
-    for (auto k : module.getOps<attn::KernelOp>()) {
-      SmallVector<NamedAttribute> fields;
-      if (auto old = k->getAttrOfType<DictionaryAttr>(kEstimatesAttr))
-        for (NamedAttribute a : old)
-          if (!opts.estimates.count(a.getName().str()))
-            fields.push_back(a);
-      for (auto &[name, v] : opts.estimates)
-        fields.push_back(b.getNamedAttr(name, b.getI64IntegerAttr(v)));
-      k->setAttr(kEstimatesAttr, b.getDictionaryAttr(fields));
-    }
-  }
-  PassManager pm(module.getContext());
-  pm.addPass(createSampleOrderPass(opts.sampleOrder));
-  // After the sampling order: a rewrite there may move the sums that mask bounds annotate.
-  pm.addPass(createMaskBoundsPass());
-  // Last: it consumes the softmax bounds that attn-mask-bounds records.
-  if (opts.onlineSoftmax)
-    pm.addPass(createOnlineSoftmaxPass(opts.onlineTile));
-  return pm.run(module);
-}
 
 } // namespace attnc

@@ -20,32 +20,17 @@ enum class SampleOrder {
 
 // "auto", "sample-first", "project-first"; false for anything else.
 bool parseSampleOrder(const std::string &s, SampleOrder *out);
+// The spelling of `o` that parseSampleOrder reads (attn-sample-order's `order` option).
+const char *sampleOrderName(SampleOrder o);
 
-// attn-sample-order: for a definition v = sum_c x(..., c) * w(..., c) [+ bias] that is read only
-// through expressions linear in it (bilinear sampling and weighted sums), chooses between
-// computing v everywhere and sampling it (project-then-sample, cost prod(v's extents) * C) and
-// sampling x and projecting each sampled point (sample-then-project, cost prod(the reading
-// site's iteration space) * C), as seed 000 does: N_k * C^2 against N_q * K * C^2. The sizes come
-// from the kernel's `attn.estimates` attribute. Every consumer records the decision and both
-// costs in an `attn.sample_order` attribute, so `--emit=mlir` shows it.
-std::unique_ptr<mlir::Pass> createSampleOrderPass(SampleOrder order = SampleOrder::Auto);
+// The passes' classes, options structs (SampleOrderPassOptions, OnlineSoftmaxPassOptions) and
+// create...Pass() functions, declared in Passes.td.
+#define GEN_PASS_DECL
+#include "attnc/Transforms/Passes.h.inc"
 
-// attn-mask-bounds: for each softmax axis with a symbolic extent, the conjuncts of its mask that
-// bound the axis affinely in the other indices and the sizes (`j <= i`, `j >= i - w`,
-// `j <= i + Nk - Nq`) become an `attn.bounds` attribute on the softmax; a sum whose body is zero
-// wherever such a softmax is zero (`sum(j) p(.., j) * v(.., j, e)`) gets the bounds carried over
-// to its index. HalideGen restricts those reductions to the bounds (docs/language.md §9).
-std::unique_ptr<mlir::Pass> createMaskBoundsPass();
-
-// attn-online-softmax: rewrites a softmax over one (non-window) axis that is read only by a sum
-// over that axis of the probabilities times a value into attn.online_softmax, which HalideGen
-// lowers to FlashAttention's streaming form (running max, sum and rescaled accumulator over tiles
-// of `tile` keys; 0 picks it from the key count estimate). A softmax it leaves alone records why
-// in `attn.online`.
-std::unique_ptr<mlir::Pass> createOnlineSoftmaxPass(int64_t tile = 0);
-
-// Registers the attn passes with MLIR's pass registry (for attn-opt).
-void registerAttnPasses();
+// registerAttnPasses(): registers every pass of Passes.td with MLIR's pass registry (attn-opt).
+#define GEN_PASS_REGISTRATION
+#include "attnc/Transforms/Passes.h.inc"
 
 // The name of the kernel attribute holding size estimates (a dictionary of i64 by size name).
 inline constexpr const char *kEstimatesAttr = "attn.estimates";
@@ -64,8 +49,17 @@ struct PipelineOptions {
   int64_t onlineTile = 0;
 };
 
-// Sets size estimates on every kernel of `module` and runs attnc's default pass pipeline.
+// attnc's pass pipeline, the one definition of which passes run in which order with which options:
+// runPassPipeline runs it, attn-opt offers it as --attn-pipeline.
+void buildPassPipeline(mlir::OpPassManager &pm, const PipelineOptions &opts);
+
+// Sets size estimates on every kernel of `module` and runs buildPassPipeline's passes.
 // Diagnostics go through the context's handler; returns failure if a pass failed.
 mlir::LogicalResult runPassPipeline(mlir::ModuleOp module, const PipelineOptions &opts);
+
+// Registers buildPassPipeline as `attn-pipeline` (attn-opt), with options named like attnc's
+// flags: sample-order, online-softmax and online-tile. Size estimates come from the kernels'
+// `attn.estimates` attributes, as attnc's do without --sizes.
+void registerAttnPipeline();
 
 } // namespace attnc

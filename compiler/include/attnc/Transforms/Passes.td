@@ -1,0 +1,59 @@
+// The attn dialect's passes: flags, options and summaries, from which their bases and registration are generated.
+#ifndef ATTNC_TRANSFORMS_PASSES_TD
+#define ATTNC_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+// The passes run over the whole module: attn.kernel is a symbol op with a body of its own, and a
+// pass reads the kernel's `attn.estimates` as well as the ops inside it.
+
+def SampleOrderPass : Pass<"attn-sample-order", "mlir::ModuleOp"> {
+  let summary = "Choose sample-then-project or project-then-sample for projections read by "
+                "bilinear sampling";
+  let description = [{
+    For a definition `v = sum_c x(..., c) * w(..., c) [+ bias]` that is read only through
+    expressions linear in it (bilinear sampling and weighted sums), chooses between computing v
+    everywhere and sampling it (project-then-sample, cost prod(v's extents) * C) and sampling x
+    and projecting each sampled point (sample-then-project, cost prod(the reading site's
+    iteration space) * C), as seed 000 does: N_k * C^2 against N_q * K * C^2. The sizes come from
+    the kernel's `attn.estimates` attribute. Every consumer records the decision and both costs in
+    an `attn.sample_order` attribute, so `--emit=mlir` shows it.
+  }];
+  // A string, not an enum with cl::values: an unknown order is this pass's own diagnostic, the
+  // text attnc and attn-opt have always printed.
+  let options = [
+    Option<"order", "order", "std::string", /*default=*/"\"auto\"",
+           "auto (by the kernel's attn.estimates), sample-first or project-first">,
+  ];
+  let dependentDialects = ["mlir::arith::ArithDialect"];
+}
+
+def MaskBoundsPass : Pass<"attn-mask-bounds", "mlir::ModuleOp"> {
+  let summary = "Record affine bounds of softmax masks on the softmax axes and on the sums over "
+                "them";
+  let description = [{
+    For each softmax axis with a symbolic extent, the conjuncts of its mask that bound the axis
+    affinely in the other indices and the sizes (`j <= i`, `j >= i - w`, `j <= i + Nk - Nq`)
+    become an `attn.bounds` attribute on the softmax; a sum whose body is zero wherever such a
+    softmax is zero (`sum(j) p(.., j) * v(.., j, e)`) gets the bounds carried over to its index.
+    HalideGen restricts those reductions to the bounds (docs/language.md §9).
+  }];
+}
+
+def OnlineSoftmaxPass : Pass<"attn-online-softmax", "mlir::ModuleOp"> {
+  let summary = "Fuse a softmax and the weighted sum over its axis into a streaming online "
+                "softmax";
+  let description = [{
+    Rewrites a softmax over one (non-window) axis that is read only by a sum over that axis of
+    the probabilities times a value into `attn.online_softmax`, which HalideGen lowers to
+    FlashAttention's streaming form (running max, sum and rescaled accumulator over tiles of
+    `tile` keys; 0 picks it from the key count estimate). A softmax it leaves alone records why
+    in `attn.online`. Runs after attn-mask-bounds, whose softmax bounds it carries over.
+  }];
+  let options = [
+    Option<"tile", "tile", "int64_t", /*default=*/"0",
+           "Keys per tile (0: 128, fewer when the key count estimate is smaller)">,
+  ];
+}
+
+#endif // ATTNC_TRANSFORMS_PASSES_TD
