@@ -12,27 +12,32 @@ namespace H = Halide;
 class CpuDenseRule : public ScheduleRule {
 public:
   std::string name() const override { return "cpu-dense"; }
-  int priority() const override { return 10; }
 
-  bool applies(const LoweredKernel &k, const H::Target &t) const override {
-    DensePattern p;
-    return !t.has_gpu_feature() && findDensePattern(const_cast<LoweredKernel &>(k), &p);
+  std::optional<Match> match(const LoweredKernel &k, const Target &t) const override {
+    if (t.gpu)
+      return std::nullopt;
+    if (std::optional<DensePattern> p = findDensePattern(k))
+      return Match(std::move(*p));
+    return std::nullopt;
   }
 
-  std::vector<Knob> knobs(const LoweredKernel &, const H::Target &) const override {
+  std::vector<Knob> knobs(const Match &, const LoweredKernel &, const Target &) const override {
     return {{"dense.rows", {2, 4, 8}, 4}, {"dense.key_vectors", {1, 2, 4, 8}, 4}};
   }
 
-  void apply(LoweredKernel &k, const H::Target &t, const ScheduleParams &params) const override {
-    DensePattern pat;
-    findDensePattern(k, &pat);
-    const int vec = t.natural_vector_size<float>();
+  void apply(const Match &m, LoweredKernel &k, const Target &t,
+             const ScheduleParams &params) const override {
+    const DensePattern &pat = std::get<DensePattern>(m);
+    std::vector<LoweredFunc *> softmax;
+    for (FuncIndex f : pat.softmax)
+      softmax.push_back(&k.funcs[f]);
+    const int vec = t.floatLanes;
     // Query rows per tile. 4 rows x 4 vectors of keys keeps 16 accumulators in registers for the
     // score contraction (AVX2 has 16 ymm registers; AVX-512 has 32 and could take 8 rows).
     const int rows = params.get("dense.rows", 4);
     const int keyBlock = params.get("dense.key_vectors", 4) * vec;
 
-    LoweredFunc &O = *pat.out;
+    LoweredFunc &O = k.funcs[pat.out];
     const size_t n = O.vars.size();
     H::Var i = O.vars[n - 2], e = O.vars[n - 1];
     H::RVar j = O.rvars[0];
@@ -69,7 +74,7 @@ public:
 
     // Scores for one tile of query rows against every key (under a mask bound, every key that
     // one of its rows may see).
-    LoweredFunc &S = *pat.score;
+    LoweredFunc &S = k.funcs[pat.score];
     H::Var si = S.vars[n - 2], sj = S.vars[n - 1];
     H::RVar d = S.rvars[0];
     H::Var jo("jo"), ji("ji");
@@ -77,7 +82,7 @@ public:
     H::Stage su = S.func.update();
     su.split(sj, jo, ji, keyBlock, H::TailStrategy::GuardWithIf);
     const bool bounded =
-        O.maskBounded || std::any_of(pat.softmax.begin(), pat.softmax.end(),
+        O.maskBounded || std::any_of(softmax.begin(), softmax.end(),
                                      [](const LoweredFunc *f) { return f->maskBounded; });
     if (!bounded) {
       su.reorder(ji, si, d, jo).vectorize(ji, vec).unroll(si);
@@ -107,7 +112,7 @@ public:
           .vectorize(a[0], vec, H::TailStrategy::GuardWithIf);
     }
 
-    for (LoweredFunc *f : pat.softmax) {
+    for (LoweredFunc *f : softmax) {
       switch (f->role) {
       case FuncRole::SoftmaxMax:
       case FuncRole::SoftmaxSum:

@@ -26,7 +26,7 @@ bool usesVar(const H::Expr &e, const std::string &v) { return H::Internal::expr_
 
 // Rows of a contraction's register block: with 32 vector registers (AVX-512) 8 rows x 2 vectors
 // of accumulators fit beside the operands; with 16, 4 rows.
-int defaultGemmRows(const H::Target &t) { return t.natural_vector_size<float>() >= 16 ? 8 : 4; }
+int defaultGemmRows(const Target &t) { return t.floatLanes >= 16 ? 8 : 4; }
 
 // A sum whose body multiplies reads (a projection, a 1x1 convolution, a linear layer) as a
 // register-blocked GEMM: `rows` values of an index that the vectorised operand does not use (a
@@ -36,7 +36,7 @@ int defaultGemmRows(const H::Target &t) { return t.natural_vector_size<float>() 
 // Returns false (nothing scheduled) when the sum has no such shape. Measured on msda's qkv and
 // output projections (B1 56x56 C72, 2-core Zen 4): the plain generic nest gathered the weights
 // along the output channels.
-bool scheduleContraction(LoweredFunc &f, const H::Target &t, const ScheduleParams &params,
+bool scheduleContraction(LoweredFunc &f, const Target &t, const ScheduleParams &params,
                          LoweredKernel *k) {
   if (f.role != FuncRole::Reduction || f.reduceKind != "sum" || f.maskBounded ||
       f.func.num_update_definitions() != 1 || f.vars.size() < 2 || f.rvars.empty())
@@ -64,7 +64,7 @@ bool scheduleContraction(LoweredFunc &f, const H::Target &t, const ScheduleParam
   }
   if (u < 0)
     return false;
-  const int vec = t.natural_vector_size<float>() * params.get("generic.vector_mult", 1);
+  const int vec = t.floatLanes * params.get("generic.vector_mult", 1);
   const int rows = params.get("generic.gemm_rows", defaultGemmRows(t));
   const int vecs = params.get("generic.gemm_vectors", 2);
   if (k) {
@@ -89,7 +89,7 @@ bool scheduleContraction(LoweredFunc &f, const H::Target &t, const ScheduleParam
           // columns, so that Halide reads the source as dense vectors and transposes them in
           // registers; element by element the strided reads were gathers (ViT-B's output
           // projection weight: 2.3 ms per call on a Zen 5 core, as long as the projection).
-          const int tv = t.natural_vector_size<float>();
+          const int tv = t.floatLanes;
           H::Var xo(wt.name() + "_xo"), yo(wt.name() + "_yo"), xi(wt.name() + "_xi"),
               yi(wt.name() + "_yi");
           // The tile spans the copy's innermost index and the source's (now at position a).
@@ -199,15 +199,17 @@ bool scheduleContraction(LoweredFunc &f, const H::Target &t, const ScheduleParam
 class CpuGenericRule : public ScheduleRule {
 public:
   std::string name() const override { return "cpu-generic"; }
-  int priority() const override { return 0; }
-  bool applies(const LoweredKernel &, const H::Target &t) const override {
-    return !t.has_gpu_feature();
+  std::optional<Match> match(const LoweredKernel &, const Target &t) const override {
+    if (t.gpu)
+      return std::nullopt;
+    return WholeKernel{};
   }
-  std::vector<Knob> knobs(const LoweredKernel &, const H::Target &t) const override {
+  std::vector<Knob> knobs(const Match &, const LoweredKernel &, const Target &t) const override {
     return genericKnobs(t);
   }
 
-  void apply(LoweredKernel &k, const H::Target &t, const ScheduleParams &params) const override {
+  void apply(const Match &, LoweredKernel &k, const Target &t,
+             const ScheduleParams &params) const override {
     for (LoweredFunc &f : k.funcs)
       scheduleGenericFunc(f, t, params, &k);
   }
@@ -215,7 +217,7 @@ public:
 
 } // namespace
 
-std::vector<Knob> genericKnobs(const H::Target &t) {
+std::vector<Knob> genericKnobs(const Target &t) {
   // Vectors per innermost step (more independent accumulators for reductions), and how many
   // outer loops are fused into the parallel one (more tasks, or fewer and larger).
   // Rows and vectors per register block of a contraction (projections).
@@ -232,9 +234,9 @@ bool genericSchedules(const LoweredFunc &f) {
          f.role == FuncRole::SoftmaxSum || f.role == FuncRole::SoftmaxExp;
 }
 
-void scheduleGenericFunc(LoweredFunc &f, const H::Target &t, const ScheduleParams &params,
+void scheduleGenericFunc(LoweredFunc &f, const Target &t, const ScheduleParams &params,
                          LoweredKernel *k) {
-  const int vec = t.natural_vector_size<float>() * params.get("generic.vector_mult", 1);
+  const int vec = t.floatLanes * params.get("generic.vector_mult", 1);
   const int fuseLoops = params.get("generic.parallel_fuse", 3);
   if (!genericSchedules(f))
     return;

@@ -20,12 +20,12 @@
 //    row guards that causal tiles need then cost one test per 4 FMAs, not one per FMA.
 #include "attnc/Patterns.h"
 #include "attnc/Schedule.h"
+#include "attnc/Transforms/Passes.h"
 
 #include <algorithm>
 #include <functional>
 #include <map>
 #include <optional>
-#include <set>
 
 namespace attnc {
 namespace {
@@ -55,6 +55,9 @@ bool hasVar(const LoweredFunc &f, const std::string &n) {
 // the chain's.
 std::vector<LoweredFunc> cloneContractions(LoweredKernel &k, const OnlinePattern &g,
                                            const LoweredFunc &score) {
+  std::vector<const LoweredFunc *> contractions;
+  for (FuncIndex c : g.contractions)
+    contractions.push_back(&k.funcs[c]);
   std::vector<LoweredFunc> out;
   std::function<void(const LoweredFunc &, H::Func, int)> walk = [&](const LoweredFunc &reader,
                                                                     H::Func consumer, int depth) {
@@ -65,7 +68,7 @@ std::vector<LoweredFunc> cloneContractions(LoweredKernel &k, const OnlinePattern
       if (!f || f->isOutput)
         continue;
       bool contraction =
-          std::find(g.contractions.begin(), g.contractions.end(), f) != g.contractions.end();
+          std::find(contractions.begin(), contractions.end(), f) != contractions.end();
       if (!contraction && f->role != FuncRole::Define)
         continue;
       H::Func clone = f->func.clone_in(consumer);
@@ -83,14 +86,16 @@ std::vector<LoweredFunc> cloneContractions(LoweredKernel &k, const OnlinePattern
   return out;
 }
 
-void scheduleGroup(LoweredKernel &k, OnlinePattern &g, const H::Target &t, const OnlineParams &prm,
-                   const ScheduleParams &params) {
-  const int vec = t.natural_vector_size<float>();
-  LoweredFunc &O = *g.out;
-  LoweredFunc &S = *g.state;
-  const std::string key = g.texp->varNames[g.texp->softmaxAxes[0]];
-  std::optional<int64_t> tileKeys = H::Internal::as_const_int(g.tmax->rvars[0].extent());
-  const int T = tileKeys ? (int)*tileKeys : 128;
+void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
+                   const OnlineParams &prm, const ScheduleParams &params) {
+  const int vec = t.floatLanes;
+  auto at = [&](FuncIndex i) { return &k.funcs[i]; };
+  LoweredFunc &O = *at(g.out);
+  LoweredFunc &S = *at(g.state);
+  const LoweredFunc &tmax = *at(g.masked.tmax), &texp = *at(g.masked.texp);
+  const std::string key = texp.varNames[texp.softmaxAxes[0]];
+  std::optional<int64_t> tileKeys = H::Internal::as_const_int(tmax.rvars[0].extent());
+  const int T = tileKeys ? (int)*tileKeys : (int)kDefaultOnlineTile;
 
   if (!O.isOutput)
     O.func.compute_root();
@@ -108,12 +113,12 @@ void scheduleGroup(LoweredKernel &k, OnlinePattern &g, const H::Target &t, const
   std::vector<H::VarOrRVar> order;
   std::vector<H::Var> batch;
   for (auto it = O.varNames.rbegin(); it != O.varNames.rend(); ++it)
-    if (!hasVar(*g.tmax, *it))
+    if (!hasVar(tmax, *it))
       order.push_back(varNamed(O, *it));
   order.push_back(ii);
   order.push_back(io);
   for (auto it = O.varNames.rbegin(); it != O.varNames.rend(); ++it)
-    if (hasVar(*g.tmax, *it) && *it != g.queryVar) {
+    if (hasVar(tmax, *it) && *it != g.queryVar) {
       order.push_back(varNamed(O, *it));
       batch.push_back(varNamed(O, *it));
     }
@@ -129,7 +134,7 @@ void scheduleGroup(LoweredKernel &k, OnlinePattern &g, const H::Target &t, const
   S.func.compute_at(task);
   // The state's loops, innermost first: the value indices, the rows, the key tiles, then (grouped
   // under mask bounds) the query group, so each group decides once per tile whether to visit it.
-  std::vector<std::string> rows(g.tmax->varNames.begin(), g.tmax->varNames.end() - 1);
+  std::vector<std::string> rows(tmax.varNames.begin(), tmax.varNames.end() - 1);
   auto isRow = [&](const std::string &n) {
     return std::find(rows.begin(), rows.end(), n) != rows.end();
   };
@@ -175,21 +180,23 @@ void scheduleGroup(LoweredKernel &k, OnlinePattern &g, const H::Target &t, const
   std::vector<H::Func> keyReaders;
   for (const OnlineChain &c : g.chains) {
     std::vector<LoweredFunc *> &mine = chainContractions[&c];
-    if (c.score == g.score) {
-      mine = g.contractions;
+    if (c.score == g.masked.score) {
+      for (FuncIndex f : g.contractions)
+        mine.push_back(at(f));
     } else {
-      std::vector<LoweredFunc> made = cloneContractions(k, g, *c.score);
+      std::vector<LoweredFunc> made = cloneContractions(k, g, *at(c.score));
       for (LoweredFunc &f : made)
         clones.push_back(std::move(f));
     }
   }
   for (const OnlineChain &c : g.chains)
-    if (c.score != g.score)
+    if (c.score != g.masked.score)
       for (LoweredFunc &f : clones)
         if (f.onlineStage == c.stage)
           chainContractions[&c].push_back(&f);
   for (const OnlineChain &c : g.chains) {
     H::LoopLevel tile(S.func, S.rvars[c.stage]);
+    LoweredFunc &ctexp = *at(c.texp), &ctpv = *at(c.tpv);
     // Tile buffers: allocated once per task, except the fully visible chain's, which Halide may
     // drop from a specialisation (N < tile) and then cannot hoist; grouped, a tile has the rows
     // of one group, so those buffers have a constant size (stack, not heap).
@@ -235,11 +242,11 @@ void scheduleGroup(LoweredKernel &k, OnlinePattern &g, const H::Target &t, const
     }
 
     // The tile's exps, and its max and sum reduced a vector of keys at a time.
-    place(c.texp->func, c.texp->vars);
-    c.texp->func.bound_storage(varNamed(*c.texp, key), T)
-        .bound_storage(c.texp->vars.back(), 1)
-        .vectorize(varNamed(*c.texp, key), vec, H::TailStrategy::GuardWithIf);
-    for (LoweredFunc *f : {c.tmax, c.tsum}) {
+    place(ctexp.func, ctexp.vars);
+    ctexp.func.bound_storage(varNamed(ctexp, key), T)
+        .bound_storage(ctexp.vars.back(), 1)
+        .vectorize(varNamed(ctexp, key), vec, H::TailStrategy::GuardWithIf);
+    for (LoweredFunc *f : {at(c.tmax), at(c.tsum)}) {
       place(f->func, f->vars);
       f->func.bound_storage(f->vars.back(), 1);
       if (T % vec != 0)
@@ -261,18 +268,18 @@ void scheduleGroup(LoweredKernel &k, OnlinePattern &g, const H::Target &t, const
     }
 
     // Exps x values: valueRows rows x valueVectors vectors of the value index in registers per key.
-    H::Stage pu = c.tpv->func.update();
-    place(c.tpv->func, c.tpv->vars);
-    c.tpv->func.bound_storage(c.tpv->vars.back(), 1);
+    H::Stage pu = ctpv.func.update();
+    place(ctpv.func, ctpv.vars);
+    ctpv.func.bound_storage(ctpv.vars.back(), 1);
     if (!g.valueVar.empty()) {
-      H::Var e = varNamed(*c.tpv, g.valueVar), eo(c.tpv->name + "_vo"), ei(c.tpv->name + "_vi");
-      H::Var qi = varNamed(*c.tpv, g.queryVar), qo(c.tpv->name + "_ro"), qii(c.tpv->name + "_ri");
-      c.tpv->func.vectorize(e, vec, H::TailStrategy::GuardWithIf);
-      H::Var eoo(c.tpv->name + "_voo"), eoi(c.tpv->name + "_voi");
+      H::Var e = varNamed(ctpv, g.valueVar), eo(ctpv.name + "_vo"), ei(ctpv.name + "_vi");
+      H::Var qi = varNamed(ctpv, g.queryVar), qo(ctpv.name + "_ro"), qii(ctpv.name + "_ri");
+      ctpv.func.vectorize(e, vec, H::TailStrategy::GuardWithIf);
+      H::Var eoo(ctpv.name + "_voo"), eoi(ctpv.name + "_voi");
       pu.split(e, eo, ei, vec, H::TailStrategy::GuardWithIf)
           .split(eo, eoo, eoi, prm.valueVectors, H::TailStrategy::GuardWithIf)
           .split(qi, qo, qii, prm.valueRows, H::TailStrategy::GuardWithIf)
-          .reorder(ei, eoi, qii, c.tpv->rvars[0], eoo, qo)
+          .reorder(ei, eoi, qii, ctpv.rvars[0], eoo, qo)
           .vectorize(ei)
           .unroll(eoi)
           .unroll(qii);
@@ -337,22 +344,27 @@ void scheduleGroup(LoweredKernel &k, OnlinePattern &g, const H::Target &t, const
 class CpuOnlineRule : public ScheduleRule {
 public:
   std::string name() const override { return "cpu-online"; }
-  int priority() const override { return 12; }
 
-  bool applies(const LoweredKernel &k, const H::Target &t) const override {
-    return !t.has_gpu_feature() && !findOnline(const_cast<LoweredKernel &>(k)).empty();
+  std::optional<Match> match(const LoweredKernel &k, const Target &t) const override {
+    if (t.gpu)
+      return std::nullopt;
+    OnlineGroups g{findOnline(k)};
+    if (g.groups.empty())
+      return std::nullopt;
+    return g;
   }
 
-  std::vector<Knob> knobs(const LoweredKernel &k, const H::Target &t) const override {
-    OnlineParams d = defaults(const_cast<LoweredKernel &>(k));
+  std::vector<Knob> knobs(const Match &m, const LoweredKernel &k, const Target &t) const override {
+    const OnlineGroups &g = std::get<OnlineGroups>(m);
+    OnlineParams d = defaults(g, k);
     std::vector<Knob> ks = {{"online.query_tile", {16, 32, 64}, d.queryTile},
                             {"online.score_rows", {1, 2, 4}, d.scoreRows},
                             {"online.value_rows", {2, 4, 8}, d.valueRows},
                             {"online.value_vectors", {1, 2, 4}, d.valueVectors}};
     // The generic knobs only where Funcs outside the online groups (projections) take them.
-    std::set<const LoweredFunc *> grouped = groupedFuncs(const_cast<LoweredKernel &>(k));
-    for (const LoweredFunc &f : k.funcs)
-      if (!grouped.count(&f) && genericSchedules(f)) {
+    std::vector<bool> grouped = groupedFuncs(g, k);
+    for (FuncIndex i = 0; i < k.funcs.size(); ++i)
+      if (!grouped[i] && genericSchedules(k.funcs[i])) {
         for (Knob kb : genericKnobs(t))
           ks.push_back(kb);
         break;
@@ -360,40 +372,44 @@ public:
     return ks;
   }
 
-  void apply(LoweredKernel &k, const H::Target &t, const ScheduleParams &params) const override {
-    std::set<const LoweredFunc *> grouped = groupedFuncs(k);
-    for (LoweredFunc &f : k.funcs)
-      if (!grouped.count(&f))
-        scheduleGenericFunc(f, t, params, &k);
-    OnlineParams prm = defaults(k);
+  void apply(const Match &m, LoweredKernel &k, const Target &t,
+             const ScheduleParams &params) const override {
+    const OnlineGroups &g = std::get<OnlineGroups>(m);
+    std::vector<bool> grouped = groupedFuncs(g, k);
+    for (FuncIndex i = 0; i < k.funcs.size(); ++i)
+      if (!grouped[i])
+        scheduleGenericFunc(k.funcs[i], t, params, &k);
+    OnlineParams prm = defaults(g, k);
     prm.queryTile = params.get("online.query_tile", prm.queryTile);
     prm.scoreRows = params.get("online.score_rows", prm.scoreRows);
     prm.valueRows = params.get("online.value_rows", prm.valueRows);
     prm.valueVectors = params.get("online.value_vectors", prm.valueVectors);
-    for (OnlinePattern &g : findOnline(k))
-      scheduleGroup(k, g, t, prm, params);
+    for (const OnlinePattern &group : g.groups)
+      scheduleGroup(k, group, t, prm, params);
   }
 
 private:
   // Under a mask bound (causal), the tiles' row ranges depend on the tile, so every row block of
   // the exps x V product carries a guard: 2-row blocks keep them cheap. attn-tune, causal B1 H8
   // N2048 D64: value rows 2 33.5 ms, 4 37.6 ms (sdpa: no difference).
-  static OnlineParams defaults(LoweredKernel &k) {
+  static OnlineParams defaults(const OnlineGroups &g, const LoweredKernel &k) {
     OnlineParams d;
-    for (const OnlinePattern &g : findOnline(k))
-      if (g.state->maskBounded)
+    for (const OnlinePattern &group : g.groups)
+      if (k.funcs[group.state].maskBounded)
         d.valueRows = 2;
     return d;
   }
 
-  // The Funcs this rule schedules itself: every part of each online softmax and its contractions.
-  static std::set<const LoweredFunc *> groupedFuncs(LoweredKernel &k) {
-    std::set<const LoweredFunc *> grouped;
-    for (const OnlinePattern &g : findOnline(k)) {
-      for (const LoweredFunc &f : k.funcs)
-        if (f.definition == g.out->definition)
-          grouped.insert(&f);
-      grouped.insert(g.contractions.begin(), g.contractions.end());
+  // The Funcs this rule schedules itself (by index): every part of each online softmax and its
+  // contractions.
+  static std::vector<bool> groupedFuncs(const OnlineGroups &g, const LoweredKernel &k) {
+    std::vector<bool> grouped(k.funcs.size(), false);
+    for (const OnlinePattern &group : g.groups) {
+      for (FuncIndex i = 0; i < k.funcs.size(); ++i)
+        if (k.funcs[i].definition == k.funcs[group.out].definition)
+          grouped[i] = true;
+      for (FuncIndex c : group.contractions)
+        grouped[c] = true;
     }
     return grouped;
   }

@@ -122,22 +122,25 @@ std::optional<H::Expr> sizeDivisor(const H::Expr &e) {
 class CpuSampleRule : public ScheduleRule {
 public:
   std::string name() const override { return "cpu-sample"; }
-  // Above cpu-dense: a kernel that also holds a dense attention over sampled keys (DAT-style)
-  // is better off here, where every other Func gets the generic choice, than under cpu-dense,
-  // which schedules its pattern only and leaves the sampling sum to be recomputed inside its
-  // consumer's innermost loop. Dense and windowed kernels never match, so they keep their rules.
-  int priority() const override { return 20; }
-  bool applies(const LoweredKernel &k, const H::Target &t) const override {
-    return !t.has_gpu_feature() && !findSampling(const_cast<LoweredKernel &>(k)).empty();
+  std::optional<Match> match(const LoweredKernel &k, const Target &t) const override {
+    if (t.gpu)
+      return std::nullopt;
+    SamplingPattern p{findSampling(k)};
+    if (p.funcs.empty())
+      return std::nullopt;
+    return p;
   }
 
   // Its own loops are fixed; the Funcs outside its pattern (projections) take the generic knobs.
-  std::vector<Knob> knobs(const LoweredKernel &, const H::Target &t) const override {
+  std::vector<Knob> knobs(const Match &, const LoweredKernel &, const Target &t) const override {
     return genericKnobs(t);
   }
 
-  void apply(LoweredKernel &k, const H::Target &t, const ScheduleParams &params) const override {
-    std::vector<LoweredFunc *> sampling = findSampling(k), homes;
+  void apply(const Match &m, LoweredKernel &k, const Target &t,
+             const ScheduleParams &params) const override {
+    std::vector<LoweredFunc *> sampling, homes;
+    for (FuncIndex f : std::get<SamplingPattern>(m).funcs)
+      sampling.push_back(&k.funcs[f]);
     for (LoweredFunc *s : sampling)
       homes.push_back(s->isOutput ? nullptr : reshapingConsumer(k, *s));
     for (size_t i = 0; i < homes.size();
@@ -151,7 +154,7 @@ public:
       if (!mine)
         scheduleGenericFunc(f, t, params, &k);
     }
-    const int vec = t.natural_vector_size<float>();
+    const int vec = t.floatLanes;
     // Channels per vector: two native vectors (32 floats with AVX-512) cover a Deformable DETR
     // head (D = 32) at once, so a point's coordinates, bounds and weights are computed once and
     // its four corners are two contiguous loads each (70 ms against 101 ms with 16-wide vectors).

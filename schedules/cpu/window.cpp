@@ -19,10 +19,12 @@ namespace H = Halide;
 class CpuWindowRule : public ScheduleRule {
 public:
   std::string name() const override { return "cpu-window"; }
-  int priority() const override { return 5; }
-  bool applies(const LoweredKernel &k, const H::Target &t) const override {
-    WindowPattern w;
-    return !t.has_gpu_feature() && findWindow(const_cast<LoweredKernel &>(k), &w);
+  std::optional<Match> match(const LoweredKernel &k, const Target &t) const override {
+    if (t.gpu)
+      return std::nullopt;
+    if (std::optional<WindowPattern> w = findWindow(k))
+      return Match(std::move(*w));
+    return std::nullopt;
   }
 
   // Its own loops are fixed; the Funcs outside its pattern (projections) take the generic knobs,
@@ -32,7 +34,7 @@ public:
   static constexpr std::pair<const char *, int> kDefaults[] = {{"generic.gemm_vectors", 1},
                                                                {"generic.parallel_fuse", 1}};
 
-  std::vector<Knob> knobs(const LoweredKernel &, const H::Target &t) const override {
+  std::vector<Knob> knobs(const Match &, const LoweredKernel &, const Target &t) const override {
     std::vector<Knob> ks = genericKnobs(t);
     for (Knob &kb : ks)
       for (auto [name, v] : kDefaults)
@@ -41,21 +43,21 @@ public:
     return ks;
   }
 
-  void apply(LoweredKernel &k, const H::Target &t, const ScheduleParams &given) const override {
+  void apply(const Match &m, LoweredKernel &k, const Target &t,
+             const ScheduleParams &given) const override {
     ScheduleParams params = given;
     for (auto [name, v] : kDefaults)
       params.values.emplace(name, v);
-    WindowPattern w;
-    findWindow(k, &w);
-    const int vec = t.natural_vector_size<float>();
-    for (LoweredFunc &f : k.funcs) {
-      bool part = std::find(w.parts.begin(), w.parts.end(), &f) != w.parts.end();
-      bool consumer = std::find(w.consumers.begin(), w.consumers.end(), &f) != w.consumers.end();
+    const WindowPattern &w = std::get<WindowPattern>(m);
+    const int vec = t.floatLanes;
+    for (FuncIndex f = 0; f < k.funcs.size(); ++f) {
+      bool part = std::find(w.parts.begin(), w.parts.end(), f) != w.parts.end();
+      bool consumer = std::find(w.consumers.begin(), w.consumers.end(), f) != w.consumers.end();
       if (!part && !consumer)
-        scheduleGenericFunc(f, t, params, &k);
+        scheduleGenericFunc(k.funcs[f], t, params, &k);
     }
     // The consumer: parallel over (batch, row) fused, vectorized over its innermost index.
-    LoweredFunc &c = *w.consumers[0];
+    LoweredFunc &c = k.funcs[w.consumers[0]];
     c.func.compute_root();
     H::Var row(c.name + "_row");
     for (int s = 0; s <= c.func.num_update_definitions(); ++s) {
@@ -65,7 +67,8 @@ public:
     }
     // The window's scores and statistics: computed per consumer row, for that row only, and
     // vectorized along the row (the map's width), which every window offset shares.
-    for (LoweredFunc *f : w.parts) {
+    for (FuncIndex part : w.parts) {
+      LoweredFunc *f = &k.funcs[part];
       if (f->role == FuncRole::SoftmaxScore)
         continue; // pointwise: inlined into max and exp
       f->func.compute_at(c.func, row);

@@ -26,24 +26,25 @@ constexpr int kRowsPerBlock = 8;
 class CudaDenseRule : public ScheduleRule {
 public:
   std::string name() const override { return "cuda-dense"; }
-  int priority() const override { return 10; }
-
-  bool applies(const LoweredKernel &k, const H::Target &t) const override {
-    DensePattern p;
-    return t.has_feature(H::Target::CUDA) && findDensePattern(const_cast<LoweredKernel &>(k), &p);
+  std::optional<Match> match(const LoweredKernel &k, const Target &t) const override {
+    if (!t.cuda)
+      return std::nullopt;
+    if (std::optional<DensePattern> p = findDensePattern(k))
+      return Match(std::move(*p));
+    return std::nullopt;
   }
 
   // Block and thread shapes. Without a GPU they can only be checked offline (compile success and
   // ptxas resources: attnc --emit=ptx, make ptx-report), not timed.
   // The generic knobs too where Funcs outside the pattern (projections) get kernels of their own.
-  std::vector<Knob> knobs(const LoweredKernel &k, const H::Target &) const override {
+  std::vector<Knob> knobs(const Match &m, const LoweredKernel &k, const Target &) const override {
     std::vector<Knob> ks = {{"cuda.tile", {8, 16, 32}, kTile},
                             {"cuda.rows_per_thread", {1, 2, 4, 8}, kRowsPerThread},
                             {"cuda.rows_per_block", {4, 8, 16}, kRowsPerBlock}};
-    DensePattern pat;
-    findDensePattern(const_cast<LoweredKernel &>(k), &pat);
-    for (const LoweredFunc &f : k.funcs)
-      if (!member(pat, f) && cudaGenericSchedules(f) && !f.vars.empty()) {
+    const DensePattern &pat = std::get<DensePattern>(m);
+    for (FuncIndex i = 0; i < k.funcs.size(); ++i)
+      if (const LoweredFunc &f = k.funcs[i];
+          !pat.contains(i) && cudaGenericSchedules(f) && !f.vars.empty()) {
         for (const Knob &kb : cudaGenericKnobs())
           ks.push_back(kb);
         break;
@@ -51,36 +52,33 @@ public:
     return ks;
   }
 
-  void apply(LoweredKernel &k, const H::Target &t, const ScheduleParams &params) const override {
+  void apply(const Match &m, LoweredKernel &k, const Target &,
+             const ScheduleParams &params) const override {
     const int tile = params.get("cuda.tile", kTile),
               rowsPerThread = params.get("cuda.rows_per_thread", kRowsPerThread);
     const int rowsPerBlock = params.get("cuda.rows_per_block", kRowsPerBlock);
     if (rowsPerThread > tile)
       throw std::runtime_error("cuda.rows_per_thread must not exceed cuda.tile");
-    DensePattern pat;
-    findDensePattern(k, &pat);
+    const DensePattern &pat = std::get<DensePattern>(m);
+    std::vector<LoweredFunc *> softmax;
+    for (FuncIndex f : pat.softmax)
+      softmax.push_back(&k.funcs[f]);
     // Everything outside the pattern (projections, biases) as the generic rule has it.
-    for (LoweredFunc &f : k.funcs)
-      if (!member(pat, f))
-        scheduleCudaGenericFunc(f, t, params);
-    scheduleGemm(k, *pat.out, /*staged=*/pat.softmax, tile, rowsPerThread);
-    scheduleGemm(k, *pat.score, {}, tile, rowsPerThread);
-    for (LoweredFunc *f : pat.softmax) {
+    for (FuncIndex i = 0; i < k.funcs.size(); ++i)
+      if (!pat.contains(i))
+        scheduleCudaGenericFunc(k.funcs[i], params);
+    scheduleGemm(k, k.funcs[pat.out], /*staged=*/softmax, tile, rowsPerThread);
+    scheduleGemm(k, k.funcs[pat.score], {}, tile, rowsPerThread);
+    for (LoweredFunc *f : softmax) {
       if (f->role == FuncRole::SoftmaxMax || f->role == FuncRole::SoftmaxSum)
         scheduleRowReduction(*f, rowsPerBlock);
       else if (f->role == FuncRole::SoftmaxExp)
-        scheduleCudaGenericFunc(*f, t);
+        scheduleCudaGenericFunc(*f);
       // scores and probabilities are pointwise: inlined into exp/max and into o's tiles
     }
   }
 
 private:
-  static bool member(const DensePattern &pat, const LoweredFunc &f) {
-    return &f == pat.out || &f == pat.score ||
-           std::find(pat.softmax.begin(), pat.softmax.end(), &f) != pat.softmax.end() ||
-           std::find(pat.inlined.begin(), pat.inlined.end(), &f) != pat.inlined.end();
-  }
-
   // c(.., i, j) = sum_r a(.., i, r) * b(.., r, j): a grid of 16 x 16 tiles of c (batch indices on
   // the third grid dimension); each block walks r in 16-deep slices, staging the slice of every
   // input (and of any softmax Func in `staged`) that the tile reads into shared memory.

@@ -11,21 +11,23 @@ namespace H = Halide;
 class CudaGenericRule : public ScheduleRule {
 public:
   std::string name() const override { return "cuda-generic"; }
-  int priority() const override { return 0; }
-  bool applies(const LoweredKernel &, const H::Target &t) const override {
-    return t.has_feature(H::Target::CUDA);
+  std::optional<Match> match(const LoweredKernel &, const Target &t) const override {
+    if (!t.cuda)
+      return std::nullopt;
+    return WholeKernel{};
   }
 
-  std::vector<Knob> knobs(const LoweredKernel &k, const H::Target &) const override {
+  std::vector<Knob> knobs(const Match &, const LoweredKernel &k, const Target &) const override {
     for (const LoweredFunc &f : k.funcs)
       if (cudaGenericSchedules(f) && !f.vars.empty())
         return cudaGenericKnobs();
     return {};
   }
 
-  void apply(LoweredKernel &k, const H::Target &t, const ScheduleParams &params) const override {
+  void apply(const Match &, LoweredKernel &k, const Target &,
+             const ScheduleParams &params) const override {
     for (LoweredFunc &f : k.funcs)
-      scheduleCudaGenericFunc(f, t, params);
+      scheduleCudaGenericFunc(f, params);
   }
 };
 
@@ -86,7 +88,7 @@ bool cudaGenericSchedules(const LoweredFunc &f) {
   return root && f.role != FuncRole::Check;
 }
 
-void scheduleCudaGenericFunc(LoweredFunc &f, const H::Target &, const ScheduleParams &params) {
+void scheduleCudaGenericFunc(LoweredFunc &f, const ScheduleParams &params) {
   if (!cudaGenericSchedules(f))
     return;
   const int tx = params.get("cuda.threads_x", 32), ty = params.get("cuda.threads_y", 8);

@@ -21,20 +21,25 @@ constexpr int kChannelThreads = 64, kQueryThreads = 4;
 class CudaSampleRule : public ScheduleRule {
 public:
   std::string name() const override { return "cuda-sample"; }
-  int priority() const override { return 20; }
-  bool applies(const LoweredKernel &k, const H::Target &t) const override {
-    return t.has_feature(H::Target::CUDA) && !findSampling(const_cast<LoweredKernel &>(k)).empty();
+  std::optional<Match> match(const LoweredKernel &k, const Target &t) const override {
+    if (!t.cuda)
+      return std::nullopt;
+    SamplingPattern p{findSampling(k)};
+    if (p.funcs.empty())
+      return std::nullopt;
+    return p;
   }
 
   // Channel threads stay a multiple of a warp (32: one transaction per corner read). The generic
   // knobs only where Funcs outside the sampling sums (projections, softmax) get kernels of their own.
-  std::vector<Knob> knobs(const LoweredKernel &k, const H::Target &) const override {
+  std::vector<Knob> knobs(const Match &m, const LoweredKernel &k, const Target &) const override {
     std::vector<Knob> ks = {{"cuda.channel_threads", {32, 64, 128}, kChannelThreads},
                             {"cuda.query_threads", {1, 2, 4, 8}, kQueryThreads}};
-    std::vector<LoweredFunc *> sampling = findSampling(const_cast<LoweredKernel &>(k));
-    for (const LoweredFunc &f : k.funcs) {
+    const std::vector<FuncIndex> &sampling = std::get<SamplingPattern>(m).funcs;
+    for (FuncIndex i = 0; i < k.funcs.size(); ++i) {
+      const LoweredFunc &f = k.funcs[i];
       bool member =
-          std::find(sampling.begin(), sampling.end(), &f) != sampling.end() && f.vars.size() >= 3;
+          std::find(sampling.begin(), sampling.end(), i) != sampling.end() && f.vars.size() >= 3;
       if (!member && cudaGenericSchedules(f) && !f.vars.empty()) {
         for (const Knob &kb : cudaGenericKnobs())
           ks.push_back(kb);
@@ -44,19 +49,22 @@ public:
     return ks;
   }
 
-  void apply(LoweredKernel &k, const H::Target &t, const ScheduleParams &params) const override {
+  void apply(const Match &m, LoweredKernel &k, const Target &,
+             const ScheduleParams &params) const override {
     const int channelThreads = params.get("cuda.channel_threads", kChannelThreads);
     const int queryThreads = params.get("cuda.query_threads", kQueryThreads);
     if (channelThreads * queryThreads > 1024)
       throw std::runtime_error(
           "cuda.channel_threads * cuda.query_threads must not exceed 1024 threads per block");
-    std::vector<LoweredFunc *> sampling = findSampling(k);
+    std::vector<LoweredFunc *> sampling;
+    for (FuncIndex f : std::get<SamplingPattern>(m).funcs)
+      sampling.push_back(&k.funcs[f]);
     for (LoweredFunc &f : k.funcs)
       if (std::find(sampling.begin(), sampling.end(), &f) == sampling.end())
-        scheduleCudaGenericFunc(f, t, params);
+        scheduleCudaGenericFunc(f, params);
     for (LoweredFunc *f : sampling) {
       if (f->vars.size() < 3) {
-        scheduleCudaGenericFunc(*f, t, params);
+        scheduleCudaGenericFunc(*f, params);
         continue;
       }
       if (!f->isOutput)

@@ -18,21 +18,23 @@ constexpr int kRowThreads = 32, kColThreads = 8;
 class CudaWindowRule : public ScheduleRule {
 public:
   std::string name() const override { return "cuda-window"; }
-  int priority() const override { return 5; }
-  bool applies(const LoweredKernel &k, const H::Target &t) const override {
-    WindowPattern w;
-    return t.has_feature(H::Target::CUDA) && findWindow(const_cast<LoweredKernel &>(k), &w);
+  std::optional<Match> match(const LoweredKernel &k, const Target &t) const override {
+    if (!t.cuda)
+      return std::nullopt;
+    if (std::optional<WindowPattern> w = findWindow(k))
+      return Match(std::move(*w));
+    return std::nullopt;
   }
 
   // Block shapes; 16 threads along the row still fill half a warp with consecutive pixels. The
   // generic knobs only where Funcs outside the window (projections) get kernels of their own.
-  std::vector<Knob> knobs(const LoweredKernel &k, const H::Target &) const override {
+  std::vector<Knob> knobs(const Match &m, const LoweredKernel &k, const Target &) const override {
     std::vector<Knob> ks = {{"cuda.row_threads", {16, 32, 64}, kRowThreads},
                             {"cuda.col_threads", {4, 8, 16}, kColThreads}};
-    WindowPattern w;
-    findWindow(const_cast<LoweredKernel &>(k), &w);
-    for (const LoweredFunc &f : k.funcs)
-      if (std::find(w.parts.begin(), w.parts.end(), &f) == w.parts.end() &&
+    const WindowPattern &w = std::get<WindowPattern>(m);
+    for (FuncIndex i = 0; i < k.funcs.size(); ++i)
+      if (const LoweredFunc &f = k.funcs[i];
+          std::find(w.parts.begin(), w.parts.end(), i) == w.parts.end() &&
           cudaGenericSchedules(f) && !f.vars.empty()) {
         for (const Knob &kb : cudaGenericKnobs())
           ks.push_back(kb);
@@ -41,27 +43,28 @@ public:
     return ks;
   }
 
-  void apply(LoweredKernel &k, const H::Target &t, const ScheduleParams &params) const override {
+  void apply(const Match &m, LoweredKernel &k, const Target &,
+             const ScheduleParams &params) const override {
     const int rowThreads = params.get("cuda.row_threads", kRowThreads),
               colThreads = params.get("cuda.col_threads", kColThreads);
     if (rowThreads * colThreads > 1024)
       throw std::runtime_error(
           "cuda.row_threads * cuda.col_threads must not exceed 1024 threads per block");
-    WindowPattern w;
-    findWindow(k, &w);
-    for (LoweredFunc &f : k.funcs)
-      if (std::find(w.parts.begin(), w.parts.end(), &f) == w.parts.end())
-        scheduleCudaGenericFunc(f, t, params);
+    const WindowPattern &w = std::get<WindowPattern>(m);
+    for (FuncIndex i = 0; i < k.funcs.size(); ++i)
+      if (std::find(w.parts.begin(), w.parts.end(), i) == w.parts.end())
+        scheduleCudaGenericFunc(k.funcs[i], params);
     // The window's statistics (row max, sum, the scores' nested reductions): a thread per query
     // pixel, looping over its window offsets, rather than threads along the offsets (3 of 32
     // lanes busy). exp(score - max) is recomputed where it is read: cheaper than storing the
     // whole window of every pixel in global memory.
-    for (LoweredFunc *f : w.parts) {
+    for (FuncIndex part : w.parts) {
+      LoweredFunc *f = &k.funcs[part];
       if (f->role == FuncRole::SoftmaxScore || f->role == FuncRole::SoftmaxExp)
         continue; // inlined
       auto row = std::find(f->varNames.begin(), f->varNames.end(), w.rowVar);
       if (row == f->varNames.end() || row == f->varNames.begin()) {
-        scheduleCudaGenericFunc(*f, t);
+        scheduleCudaGenericFunc(*f);
         continue;
       }
       const size_t r = row - f->varNames.begin();

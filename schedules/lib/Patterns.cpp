@@ -181,64 +181,73 @@ std::vector<std::string> inputsReadWithVar(const LoweredKernel &k, const H::Expr
   });
 }
 
-bool findDensePattern(LoweredKernel &k, DensePattern *pat) {
-  for (LoweredFunc &o : k.funcs) {
+// Index of a Func of k (a pointer into k.funcs).
+static FuncIndex indexIn(const LoweredKernel &k, const LoweredFunc *f) {
+  return static_cast<FuncIndex>(f - k.funcs.data());
+}
+
+bool DensePattern::contains(FuncIndex f) const {
+  return f == out || f == score || std::find(softmax.begin(), softmax.end(), f) != softmax.end() ||
+         std::find(inlined.begin(), inlined.end(), f) != inlined.end();
+}
+
+std::optional<DensePattern> findDensePattern(const LoweredKernel &k) {
+  for (const LoweredFunc &o : k.funcs) {
     if (!o.isOutput || o.role != FuncRole::Reduction || o.reduceKind != "sum" ||
         o.rvars.size() != 1 || o.vars.size() < 2)
       continue;
     for (const std::string &r : o.reads) {
-      LoweredFunc *p = k.find(r);
+      const LoweredFunc *p = k.find(r);
       if (!p || p->role != FuncRole::Softmax || p->softmaxAxes.size() != 1)
         continue;
       if (p->softmaxAxes[0] != (int)p->vars.size() - 1 || p->vars.size() != o.vars.size())
         continue;
-      DensePattern d;
-      d.out = &o;
-      for (LoweredFunc &f : k.funcs)
+      const LoweredFunc *score = nullptr;
+      std::vector<const LoweredFunc *> softmax, inlined;
+      for (const LoweredFunc &f : k.funcs)
         if (f.definition == p->definition)
-          d.softmax.push_back(&f);
+          softmax.push_back(&f);
       // Walk from the softmax scores through pointwise definitions to the contraction.
-      LoweredFunc *cur = k.find(p->definition + "__score");
-      for (int depth = 0; cur && depth < 8 && !d.score; ++depth) {
-        LoweredFunc *next = nullptr;
+      const LoweredFunc *cur = k.find(p->definition + "__score");
+      for (int depth = 0; cur && depth < 8 && !score; ++depth) {
+        const LoweredFunc *next = nullptr;
         for (const std::string &rn : cur->reads) {
-          LoweredFunc *f = k.find(rn);
+          const LoweredFunc *f = k.find(rn);
           if (!f)
             continue;
           if (f->role == FuncRole::Reduction && f->reduceKind == "sum" && f->rvars.size() == 1 &&
               f->vars.size() == p->vars.size() && !f->isOutput) {
-            d.score = f;
+            score = f;
             break;
           }
           if (f->role == FuncRole::Define && !f->isOutput)
             next = f;
         }
-        if (!d.score && next)
-          d.inlined.push_back(next);
+        if (!score && next)
+          inlined.push_back(next);
         cur = next;
       }
-      if (!d.score)
+      if (!score)
         continue;
       // The rules take the contraction's last two indices as (row, key), in the softmax's
       // order. A contraction's indices follow their first use, so `sum(d) k(j, d) * q(i, d)` is
       // a Func of (j, i): its rows would be unrolled by a key count (a raw Halide error). Such
       // scores decline (the generic rule schedules them).
       const size_t n = p->varNames.size();
-      if (n < 2 || d.score->varNames.size() != n ||
-          d.score->varNames[n - 2] != p->varNames[n - 2] ||
-          d.score->varNames[n - 1] != p->varNames[n - 1])
+      if (n < 2 || score->varNames.size() != n || score->varNames[n - 2] != p->varNames[n - 2] ||
+          score->varNames[n - 1] != p->varNames[n - 1])
         continue;
       // Every Func the rule places inside the query tile must be consumed only there.
-      std::vector<const LoweredFunc *> members(d.softmax.begin(), d.softmax.end());
-      members.push_back(d.out);
-      members.push_back(d.score);
-      members.insert(members.end(), d.inlined.begin(), d.inlined.end());
+      std::vector<const LoweredFunc *> members(softmax.begin(), softmax.end());
+      members.push_back(&o);
+      members.push_back(score);
+      members.insert(members.end(), inlined.begin(), inlined.end());
       auto isMember = [&](const LoweredFunc *f) {
         return std::find(members.begin(), members.end(), f) != members.end();
       };
       bool private_ = true;
       for (const LoweredFunc *m : members) {
-        if (m == d.out)
+        if (m == &o)
           continue;
         if (m->isOutput)
           private_ = false;
@@ -249,33 +258,45 @@ bool findDensePattern(LoweredKernel &k, DensePattern *pat) {
       if (!private_)
         continue;
       std::vector<std::string> keys =
-          inputsReadWithVar(k, d.score->func.update_value(0), d.score->vars.back().name());
+          inputsReadWithVar(k, score->func.update_value(0), score->vars.back().name());
       if (keys.size() != 1)
         continue;
+      DensePattern d;
+      d.out = indexIn(k, &o);
+      d.score = indexIn(k, score);
+      for (const LoweredFunc *f : softmax)
+        d.softmax.push_back(indexIn(k, f));
+      for (const LoweredFunc *f : inlined)
+        d.inlined.push_back(indexIn(k, f));
       d.keyInput = keys[0];
-      *pat = d;
-      return true;
+      return d;
     }
   }
-  return false;
+  return std::nullopt;
 }
 
-std::vector<OnlinePattern> findOnline(LoweredKernel &k) {
+std::vector<OnlinePattern> findOnline(const LoweredKernel &k) {
   std::vector<OnlinePattern> groups;
-  for (LoweredFunc &o : k.funcs) {
+  for (const LoweredFunc &o : k.funcs) {
     if (o.role != FuncRole::Online)
       continue;
-    OnlinePattern g;
-    g.out = &o;
-    std::map<int, OnlineChain> chains;
-    for (LoweredFunc &f : k.funcs) {
+    // The group's Funcs by role, each chain's keyed by its state update.
+    struct Chain {
+      const LoweredFunc *score = nullptr, *tmax = nullptr, *texp = nullptr, *tsum = nullptr,
+                        *tpv = nullptr;
+      int stage = 0;
+      bool full = false;
+    };
+    const LoweredFunc *state = nullptr;
+    std::map<int, Chain> chains;
+    for (const LoweredFunc &f : k.funcs) {
       if (f.definition != o.definition)
         continue;
-      OnlineChain &c = chains[f.onlineStage];
+      Chain &c = chains[f.onlineStage];
       c.stage = f.onlineStage;
       switch (f.role) {
       case FuncRole::OnlineState:
-        g.state = &f;
+        state = &f;
         break;
       case FuncRole::OnlineScore:
         c.score = &f, c.full = f.onlineFull;
@@ -296,19 +317,28 @@ std::vector<OnlinePattern> findOnline(LoweredKernel &k) {
         break;
       }
     }
-    bool complete = g.state != nullptr;
+    OnlinePattern g;
+    g.out = indexIn(k, &o);
+    const Chain *masked = nullptr;
+    bool complete = state != nullptr;
+    std::vector<const LoweredFunc *> scores;
     for (auto &[stage, c] : chains) {
       if (!c.score && !c.tmax && !c.texp && !c.tsum && !c.tpv)
         continue; // the state and output only
       complete &= c.score && c.tmax && c.texp && c.tsum && c.tpv;
-      g.chains.push_back(c);
+      if (!complete)
+        break;
+      g.chains.push_back({indexIn(k, c.score), indexIn(k, c.tmax), indexIn(k, c.texp),
+                          indexIn(k, c.tsum), indexIn(k, c.tpv), c.stage, c.full});
+      scores.push_back(c.score);
       if (!c.full)
-        g.score = c.score, g.tmax = c.tmax, g.texp = c.texp, g.tsum = c.tsum, g.tpv = c.tpv;
+        masked = &c, g.masked = g.chains.back();
     }
-    if (!complete || !g.score)
+    if (!complete || !masked)
       continue;
+    g.state = indexIn(k, state);
     // Rows: tmax's indices but the tile; the query is the innermost of them.
-    std::vector<std::string> rows(g.tmax->varNames.begin(), g.tmax->varNames.end() - 1);
+    std::vector<std::string> rows(masked->tmax->varNames.begin(), masked->tmax->varNames.end() - 1);
     if (!rows.empty())
       g.queryVar = rows.back();
     const std::string &last = o.varNames.empty() ? std::string() : o.varNames.back();
@@ -316,22 +346,21 @@ std::vector<OnlinePattern> findOnline(LoweredKernel &k) {
       g.valueVar = last;
     // Contractions: sums read by the scores (through pointwise definitions) over exactly the
     // score's indices, read by nothing outside the group.
-    std::vector<LoweredFunc *> frontier;
-    for (const OnlineChain &c : g.chains)
-      frontier.push_back(c.score);
+    std::vector<const LoweredFunc *> contractions;
+    std::vector<const LoweredFunc *> frontier = scores;
     for (int depth = 0; depth < 8 && !frontier.empty(); ++depth) {
-      std::vector<LoweredFunc *> next;
-      for (LoweredFunc *cur : frontier)
+      std::vector<const LoweredFunc *> next;
+      for (const LoweredFunc *cur : frontier)
         for (const std::string &rn : cur->reads) {
-          LoweredFunc *f = k.find(rn);
+          const LoweredFunc *f = k.find(rn);
           if (!f || f->isOutput)
             continue;
           if (f->role == FuncRole::Define)
             next.push_back(f);
           if (f->role == FuncRole::Reduction && f->reduceKind == "sum" && f->rvars.size() == 1 &&
-              f->varNames == g.score->varNames &&
-              std::find(g.contractions.begin(), g.contractions.end(), f) == g.contractions.end())
-            g.contractions.push_back(f);
+              f->varNames == masked->score->varNames &&
+              std::find(contractions.begin(), contractions.end(), f) == contractions.end())
+            contractions.push_back(f);
         }
       frontier = next;
     }
@@ -349,24 +378,27 @@ std::vector<OnlinePattern> findOnline(LoweredKernel &k) {
       }
       return true;
     };
-    g.contractions.erase(std::remove_if(g.contractions.begin(), g.contractions.end(),
-                                        [&](LoweredFunc *c) { return !isPrivate(c, 0); }),
-                         g.contractions.end());
-    const std::string key =
-        g.score->varNames.empty() ? std::string() : g.score->varNames[g.texp->softmaxAxes[0]];
-    for (LoweredFunc *c : g.contractions)
+    contractions.erase(std::remove_if(contractions.begin(), contractions.end(),
+                                      [&](const LoweredFunc *c) { return !isPrivate(c, 0); }),
+                       contractions.end());
+    const std::string key = masked->score->varNames.empty()
+                                ? std::string()
+                                : masked->score->varNames[masked->texp->softmaxAxes[0]];
+    for (const LoweredFunc *c : contractions)
       for (const std::string &in : inputsReadWithVar(k, c->func.update_value(0), key))
         if (std::find(g.keyInputs.begin(), g.keyInputs.end(), in) == g.keyInputs.end())
           g.keyInputs.push_back(in);
-    for (LoweredFunc *c : g.contractions)
+    for (const LoweredFunc *c : contractions)
       for (const std::string &fn : funcsReadWithVar(k, c->func.update_value(0), key)) {
         const LoweredFunc *f = k.find(fn);
         if (!f || f->definition == o.definition ||
-            std::find(g.contractions.begin(), g.contractions.end(), f) != g.contractions.end())
+            std::find(contractions.begin(), contractions.end(), f) != contractions.end())
           continue;
         if (std::find(g.keyFuncs.begin(), g.keyFuncs.end(), fn) == g.keyFuncs.end())
           g.keyFuncs.push_back(fn);
       }
+    for (const LoweredFunc *c : contractions)
+      g.contractions.push_back(indexIn(k, c));
     groups.push_back(g);
   }
   return groups;
@@ -374,8 +406,8 @@ std::vector<OnlinePattern> findOnline(LoweredKernel &k) {
 
 // A softmax whose axes all have small constant extents is a window: every query has its own
 // w x w keys, so its statistics are cheap to compute next to the consumer, row by row.
-bool findWindow(LoweredKernel &k, WindowPattern *w) {
-  for (LoweredFunc &mx : k.funcs) {
+std::optional<WindowPattern> findWindow(const LoweredKernel &k) {
+  for (const LoweredFunc &mx : k.funcs) {
     if (mx.role != FuncRole::SoftmaxMax || mx.rvars.empty())
       continue;
     int64_t points = 1;
@@ -388,43 +420,46 @@ bool findWindow(LoweredKernel &k, WindowPattern *w) {
     }
     if (!constant || points > 256 || mx.vars.empty())
       continue;
-    LoweredFunc *p = k.find(mx.definition);
+    const LoweredFunc *p = k.find(mx.definition);
     if (!p || p->isOutput)
       continue;
-    WindowPattern pat;
-    for (LoweredFunc &f : k.funcs)
+    std::vector<const LoweredFunc *> parts, consumers;
+    for (const LoweredFunc &f : k.funcs)
       if (f.definition == mx.definition && &f != p && !f.isOutput)
-        pat.parts.push_back(&f);
-    for (LoweredFunc &f : k.funcs)
+        parts.push_back(&f);
+    for (const LoweredFunc &f : k.funcs)
       if (std::find(f.reads.begin(), f.reads.end(), p->name) != f.reads.end())
-        pat.consumers.push_back(&f);
+        consumers.push_back(&f);
     // Only the consumers may read the parts (besides each other), and each consumer must be a
     // root-computed reduction we can place them in.
-    bool ok = pat.consumers.size() == 1 && pat.consumers[0]->role == FuncRole::Reduction &&
-              pat.consumers[0]->vars.size() >= 3;
-    for (LoweredFunc *part : pat.parts)
+    bool ok = consumers.size() == 1 && consumers[0]->role == FuncRole::Reduction &&
+              consumers[0]->vars.size() >= 3;
+    for (const LoweredFunc *part : parts)
       for (const LoweredFunc &f : k.funcs) {
         bool reads = std::find(f.reads.begin(), f.reads.end(), part->name) != f.reads.end();
-        bool member =
-            &f == p || std::find(pat.parts.begin(), pat.parts.end(), &f) != pat.parts.end();
+        bool member = &f == p || std::find(parts.begin(), parts.end(), &f) != parts.end();
         if (reads && !member)
           ok = false;
       }
     if (!ok)
       continue;
-    pat.rowVar = mx.varNames.back();
-    *w = pat;
-    return true;
+    WindowPattern w;
+    for (const LoweredFunc *f : parts)
+      w.parts.push_back(indexIn(k, f));
+    for (const LoweredFunc *f : consumers)
+      w.consumers.push_back(indexIn(k, f));
+    w.rowVar = mx.varNames.back();
+    return w;
   }
-  return false;
+  return std::nullopt;
 }
 
 // Funcs that sample: see isSampling.
-std::vector<LoweredFunc *> findSampling(LoweredKernel &k) {
-  std::vector<LoweredFunc *> out;
-  for (LoweredFunc &f : k.funcs)
-    if (isSampling(f))
-      out.push_back(&f);
+std::vector<FuncIndex> findSampling(const LoweredKernel &k) {
+  std::vector<FuncIndex> out;
+  for (FuncIndex i = 0; i < k.funcs.size(); ++i)
+    if (isSampling(k.funcs[i]))
+      out.push_back(i);
   return out;
 }
 

@@ -1,5 +1,7 @@
-// The schedule registry: picks the best rule that applies, with the generic rule as fallback.
+// The schedule registry: the ordered rule list, and the first rule whose pattern matches applied.
 #include "attnc/Schedule.h"
+
+#include "attnc/Transforms/Passes.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -10,21 +12,38 @@ namespace attnc {
 // Declared here rather than in Schedule.h: only the registry constructs rules.
 std::unique_ptr<ScheduleRule> makeCpuSampleRule();
 std::unique_ptr<ScheduleRule> makeCpuOnlineRule();
+std::unique_ptr<ScheduleRule> makeCpuDenseRule();
+std::unique_ptr<ScheduleRule> makeCpuWindowRule();
+std::unique_ptr<ScheduleRule> makeCpuGenericRule();
+std::unique_ptr<ScheduleRule> makeCudaSampleRule();
+std::unique_ptr<ScheduleRule> makeCudaDenseRule();
+std::unique_ptr<ScheduleRule> makeCudaWindowRule();
+std::unique_ptr<ScheduleRule> makeCudaGenericRule();
 
+// The priority: "auto" takes the first rule that matches. A CPU and a CUDA rule never both
+// match, so only the order among each target's rules matters (the interleaving is the order
+// that `--schedule` lists them in, best first).
+//  - sample first: a kernel that also holds a dense attention over sampled keys (DAT-style) is
+//    better off under cpu-sample, where every other Func gets the generic choice, than under
+//    cpu-dense, which schedules its pattern only and leaves the sampling sum to be recomputed
+//    inside its consumer's innermost loop. Dense and windowed kernels never match it.
+//  - online before dense: a kernel with an online softmax is scheduled by cpu-online as a whole,
+//    whatever else it holds (other Funcs take the generic choice).
+//  - dense before window: a softmax over a small constant axis that a dense attention reads
+//    (o = sum_j p * v) is scheduled as dense attention.
+//  - the generic rules last: they match every kernel of their target.
 const std::vector<std::unique_ptr<ScheduleRule>> &scheduleRules() {
   static const std::vector<std::unique_ptr<ScheduleRule>> rules = [] {
     std::vector<std::unique_ptr<ScheduleRule>> r;
+    r.push_back(makeCpuSampleRule());
+    r.push_back(makeCudaSampleRule());
     r.push_back(makeCpuOnlineRule());
     r.push_back(makeCpuDenseRule());
-    r.push_back(makeCpuWindowRule());
-    r.push_back(makeCpuSampleRule());
-    r.push_back(makeCpuGenericRule());
     r.push_back(makeCudaDenseRule());
+    r.push_back(makeCpuWindowRule());
     r.push_back(makeCudaWindowRule());
-    r.push_back(makeCudaSampleRule());
+    r.push_back(makeCpuGenericRule());
     r.push_back(makeCudaGenericRule());
-    std::stable_sort(r.begin(), r.end(),
-                     [](const auto &a, const auto &b) { return a->priority() > b->priority(); });
     return r;
   }();
   return rules;
@@ -83,24 +102,28 @@ bool ScheduleParams::parse(const std::string &text, ScheduleParams *out, std::st
   return true;
 }
 
-const ScheduleRule *selectRule(const LoweredKernel &k, const Halide::Target &t,
-                               const std::string &choice) {
+Selection selectSchedule(const LoweredKernel &k, const Halide::Target &ht,
+                         const std::string &choice) {
+  Selection sel{nullptr, WholeKernel{}, Target(ht)};
   if (choice == "none")
-    return nullptr;
+    return sel;
   for (const auto &r : scheduleRules()) {
     if (choice != "auto" && r->name() != choice)
       continue;
-    if (!r->applies(k, t)) {
+    std::optional<Match> m = r->match(k, sel.target);
+    if (!m) {
       if (choice == "auto")
         continue;
       throw std::runtime_error("schedule '" + choice + "' does not apply to kernel '" + k.name +
-                               "' for target " + t.to_string());
+                               "' for target " + ht.to_string());
     }
-    return r.get();
+    sel.rule = r.get();
+    sel.match = std::move(*m);
+    return sel;
   }
   if (choice == "auto")
     throw std::runtime_error("no schedule applies to kernel '" + k.name + "' for target " +
-                             t.to_string());
+                             ht.to_string());
   std::string names;
   for (const auto &r : scheduleRules())
     names += (names.empty() ? "" : ", ") + r->name();
@@ -108,23 +131,25 @@ const ScheduleRule *selectRule(const LoweredKernel &k, const Halide::Target &t,
                            ")");
 }
 
-std::string describeSchedule(const LoweredKernel &k, const Halide::Target &t,
-                             const std::string &choice, const ScheduleParams &params) {
-  const ScheduleRule *r = selectRule(k, t, choice);
-  std::string out = r ? r->name() : "none";
+std::string Selection::name() const { return rule ? rule->name() : "none"; }
+
+std::vector<Knob> Selection::knobs(const LoweredKernel &k) const {
+  return rule ? rule->knobs(match, k, target) : std::vector<Knob>{};
+}
+
+std::string Selection::describe(const LoweredKernel &k, const ScheduleParams &params) const {
+  std::string out = name();
   std::vector<std::string> parts;
-  if (r) {
-    std::string set;
-    for (const Knob &kb : r->knobs(k, t)) {
-      int v = params.get(kb.name, kb.dflt);
-      if (v != kb.dflt)
-        set += (set.empty() ? "" : ",") + kb.name + "=" + std::to_string(v);
-    }
-    if (!set.empty())
-      parts.push_back(set);
+  std::string set;
+  for (const Knob &kb : knobs(k)) {
+    int v = params.get(kb.name, kb.dflt);
+    if (v != kb.dflt)
+      set += (set.empty() ? "" : ",") + kb.name + "=" + std::to_string(v);
   }
+  if (!set.empty())
+    parts.push_back(set);
   for (const LoweredFunc &f : k.funcs)
-    if (f.role == FuncRole::OnlineState && f.onlineTile != 128) {
+    if (f.role == FuncRole::OnlineState && f.onlineTile != kDefaultOnlineTile) {
       parts.push_back("key tile " + std::to_string(f.onlineTile));
       break;
     }
@@ -133,10 +158,8 @@ std::string describeSchedule(const LoweredKernel &k, const Halide::Target &t,
   return out;
 }
 
-std::string applySchedule(LoweredKernel &k, const Halide::Target &t, const std::string &choice,
-                          const ScheduleParams &params) {
-  const ScheduleRule *r = selectRule(k, t, choice);
-  if (!r) {
+std::string Selection::apply(LoweredKernel &k, const ScheduleParams &params) const {
+  if (!rule) {
     if (!params.empty())
       throw std::runtime_error("schedule parameters (" + params.str() +
                                ") need a schedule, not 'none'");
@@ -144,18 +167,18 @@ std::string applySchedule(LoweredKernel &k, const Halide::Target &t, const std::
     return "none";
   }
   // A knob the rule does not read would be ignored silently: refuse it, naming the ones it has.
-  std::vector<Knob> knobs = r->knobs(k, t);
+  std::vector<Knob> ks = knobs(k);
   for (const auto &[name, value] : params.values) {
     const Knob *knob = nullptr;
-    for (const Knob &kb : knobs)
+    for (const Knob &kb : ks)
       if (kb.name == name)
         knob = &kb;
     if (!knob) {
       std::string names;
-      for (const Knob &kb : knobs)
+      for (const Knob &kb : ks)
         names += (names.empty() ? "" : ", ") + kb.name;
       throw std::runtime_error(
-          "schedule '" + r->name() + "' has no knob '" + name + "' for kernel '" + k.name + "'" +
+          "schedule '" + rule->name() + "' has no knob '" + name + "' for kernel '" + k.name + "'" +
           (names.empty() ? std::string(" (it has none)") : " (it has " + names + ")"));
     }
     // Far beyond what attn-tune tries, knobs unroll and vectorise so widely that compiling takes
@@ -166,10 +189,15 @@ std::string applySchedule(LoweredKernel &k, const Halide::Target &t, const std::
                                " is outside 1.." + std::to_string(most) +
                                " (at most twice the largest value attn-tune tries)");
   }
-  r->apply(k, t, params);
+  rule->apply(match, k, target, params);
   scheduleChecks(k);
   schedulePredicateInputs(k);
-  return r->name();
+  return rule->name();
+}
+
+std::string applySchedule(LoweredKernel &k, const Halide::Target &t, const std::string &choice,
+                          const ScheduleParams &params) {
+  return selectSchedule(k, t, choice).apply(k, params);
 }
 
 } // namespace attnc

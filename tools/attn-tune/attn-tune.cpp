@@ -1,6 +1,6 @@
 // attn-tune: measures a kernel's schedule knobs at given sizes and keeps the best in the tuning database.
 //
-// The search space is the applicable rule's knobs (ScheduleRule::knobs: tile sizes, register
+// The search space is the applicable rule's knobs (Selection::knobs: tile sizes, register
 // blocks, vector widths, parallel fusion) and, for an online softmax, its key tile. The search
 // starts from the default schedule and goes by coordinate descent: each knob in turn takes each of
 // its other values with the rest at the best so far, keeping any change that is faster by more
@@ -375,8 +375,9 @@ int tuneOffline(Tuner &tu, const std::string &input, const std::string &dbPath, 
     tu.comp->options().onlineSoftmax = false; // as attnc's auto for CUDA targets
     tu.comp->resetPasses();
     attnc::LoweredKernel probe = tu.lower(0);
-    const attnc::ScheduleRule *rule = attnc::selectRule(probe, tu.target, "auto");
-    std::vector<attnc::Knob> knobs = rule->knobs(probe, tu.target);
+    const attnc::Selection selection = attnc::selectSchedule(probe, tu.target, "auto");
+    const attnc::ScheduleRule *rule = selection.rule;
+    std::vector<attnc::Knob> knobs = selection.knobs(probe);
     const std::string variant = attnc::tuningVariantKey(input, tu.kernelName);
     const std::string targetKey = attnc::tuningTargetKey(tu.target);
     const std::string bucket = attnc::bucketOf(tu.sizes);
@@ -656,8 +657,9 @@ int main(int argc, char **argv) {
         tu.sizes; // the cost-model passes see the tuned sizes, as attnc --sizes does
     tu.comp->resetPasses();
     probe = tu.lower(0);
-    const attnc::ScheduleRule *rule = attnc::selectRule(probe, tu.target, "auto");
-    std::vector<attnc::Knob> knobs = rule->knobs(probe, tu.target);
+    const attnc::Selection selection = attnc::selectSchedule(probe, tu.target, "auto");
+    const attnc::ScheduleRule *rule = selection.rule;
+    std::vector<attnc::Knob> knobs = selection.knobs(probe);
     bool online = false;
     for (const auto &f : probe.funcs)
       online |= f.role == attnc::FuncRole::OnlineState;

@@ -63,8 +63,9 @@ AppliedSchedule scheduleKernel(LoweredKernel &k, const Halide::Target &t,
     out.applied = r.schedule + " (Halide's autoscheduler)";
     return out;
   }
-  out.described = describeSchedule(k, t, r.schedule, r.params);
-  out.applied = applySchedule(k, t, r.schedule, r.params);
+  Selection sel = selectSchedule(k, t, r.schedule);
+  out.described = sel.describe(k, r.params);
+  out.applied = sel.apply(k, r.params);
   return out;
 }
 
@@ -265,7 +266,8 @@ bool Compilation::tuningFits(const TunedSchedule &tuned, const std::string &sche
     return false;
   // An entry from another attnc (or rule) may not fit any more: say so, keep the default.
   LoweredKernel probe = lower();
-  if (tuned.entry->rule != selectRule(probe, t, schedule)->name()) {
+  Selection sel = selectSchedule(probe, t, schedule);
+  if (tuned.entry->rule != sel.name()) {
     diag_ << "attnc: warning: " << tuned.from << " was tuned for schedule '" << tuned.entry->rule
           << "', which no longer applies first; using the default schedule (rerun attn-tune)\n";
     return false;
@@ -273,7 +275,7 @@ bool Compilation::tuningFits(const TunedSchedule &tuned, const std::string &sche
   try {
     ScheduleParams sp;
     sp.values = tuned.entry->params;
-    applySchedule(probe, t, schedule, sp);
+    sel.apply(probe, sp);
   } catch (const std::runtime_error &e) {
     diag_ << "attnc: warning: " << tuned.from << ": " << e.what()
           << "; using the default schedule (rerun attn-tune)\n";

@@ -41,7 +41,7 @@ constexpr int64_t kFewPoints = 32;
 // Keys per tile when the key count is unknown or large. On the 2-core Zen 4 development machine,
 // SDPA at N=2048, D=64 ran at 145 GFLOP/s with 128-key tiles, 119 with 64 and 106 with 256 (the
 // cpu-online schedule; docs/status.md).
-constexpr int64_t kDefaultTile = 128;
+constexpr int64_t kDefaultTile = kDefaultOnlineTile;
 
 const char *kOnlineAttr = "attn.online";
 

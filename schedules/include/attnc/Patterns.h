@@ -3,56 +3,61 @@
 
 #include "attnc/HalideGen.h"
 
+#include <cstddef>
+#include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace attnc {
 
+// Patterns name the kernel's Funcs by their index in LoweredKernel::funcs, not by pointer: the
+// finders read a const kernel, a rule's apply schedules the same Funcs in its mutable one, and a
+// match stays valid while the kernel is moved or copied.
+using FuncIndex = size_t;
+
 // The Funcs of one dense attention pattern, o = sum_j softmax_j(s) * v with s a contraction
 // over d, found by role, not by name.
 struct DensePattern {
-  LoweredFunc *out = nullptr;         // o(..., i, e) = sum_j p(..., i, j) * v(..., j, e)
-  LoweredFunc *score = nullptr;       // s__sum*(..., i, j) = sum_d q(..., i, d) * k(..., j, d)
-  std::vector<LoweredFunc *> softmax; // score, max, exp, sum, p
-  std::vector<LoweredFunc *> inlined; // pointwise Funcs between the contraction and the softmax
-  std::string keyInput;               // the input read along the softmax axis inside `score`
+  FuncIndex out = 0;              // o(..., i, e) = sum_j p(..., i, j) * v(..., j, e)
+  FuncIndex score = 0;            // s__sum*(..., i, j) = sum_d q(..., i, d) * k(..., j, d)
+  std::vector<FuncIndex> softmax; // score, max, exp, sum, p
+  std::vector<FuncIndex> inlined; // pointwise Funcs between the contraction and the softmax
+  std::string keyInput;           // the input read along the softmax axis inside `score`
+  // Whether `f` is one of the pattern's Funcs.
+  bool contains(FuncIndex f) const;
 };
 
-// Finds the dense pattern whose Funcs are private to it (no Func outside reads them).
-bool findDensePattern(LoweredKernel &k, DensePattern *pat);
+// The dense pattern whose Funcs are private to it (no Func outside reads them), if any.
+std::optional<DensePattern> findDensePattern(const LoweredKernel &k);
 
 // The Funcs of one attn.online_softmax group (HalideGen's lowerOnline), found by role, and the
 // contractions its scores read (reductions over the score's indices, e.g. q . k).
 struct OnlineChain {
-  LoweredFunc *score = nullptr; // the scores (inlined)
-  LoweredFunc *tmax = nullptr;
-  LoweredFunc *texp = nullptr;
-  LoweredFunc *tsum = nullptr;
-  LoweredFunc *tpv = nullptr;
+  FuncIndex score = 0; // the scores (inlined)
+  FuncIndex tmax = 0;
+  FuncIndex texp = 0;
+  FuncIndex tsum = 0;
+  FuncIndex tpv = 0;
   int stage = 0;     // the state update that folds these tiles
   bool full = false; // fully visible tiles: no mask test
 };
 struct OnlinePattern {
-  LoweredFunc *out = nullptr;   // o(indices) = acc / sum
-  LoweredFunc *state = nullptr; // (max, sum, acc)(indices), updated once per key tile
+  FuncIndex out = 0;   // o(indices) = acc / sum
+  FuncIndex state = 0; // (max, sum, acc)(indices), updated once per key tile
   // The masked chain (every online softmax has one); `chains` has it and, under exact mask
   // bounds, the chain of fully visible tiles, in the order of the state's updates.
-  LoweredFunc *score = nullptr;
-  LoweredFunc *tmax = nullptr;
-  LoweredFunc *texp = nullptr;
-  LoweredFunc *tsum = nullptr;
-  LoweredFunc *tpv = nullptr;
+  OnlineChain masked;
   std::vector<OnlineChain> chains;
-  std::vector<LoweredFunc *>
-      contractions;                   // sums over the score's indices that only the group reads
-  std::vector<std::string> keyInputs; // inputs the contractions read along the key
-  std::vector<std::string> keyFuncs;  // definitions outside the group they read along it (mhsa's k)
-  std::string queryVar;               // the innermost row index (the query axis)
-  std::string valueVar;               // the output's innermost index when it is not a row index
+  std::vector<FuncIndex> contractions; // sums over the score's indices that only the group reads
+  std::vector<std::string> keyInputs;  // inputs the contractions read along the key
+  std::vector<std::string> keyFuncs; // definitions outside the group they read along it (mhsa's k)
+  std::string queryVar;              // the innermost row index (the query axis)
+  std::string valueVar;              // the output's innermost index when it is not a row index
 };
 
 // Every online-softmax group of the kernel.
-std::vector<OnlinePattern> findOnline(LoweredKernel &k);
+std::vector<OnlinePattern> findOnline(const LoweredKernel &k);
 
 // Names of the kernel inputs that `e` reads with `var` somewhere in their coordinates.
 std::vector<std::string> inputsReadWithVar(const LoweredKernel &k, const Halide::Expr &e,
@@ -61,18 +66,31 @@ std::vector<std::string> inputsReadWithVar(const LoweredKernel &k, const Halide:
 // One windowed softmax: its parts (scores, their nested reductions, max, exp, sum, p) and the
 // Funcs that read p (the window aggregation, e.g. o = sum_{u,t} p * v).
 struct WindowPattern {
-  std::vector<LoweredFunc *> parts;
-  std::vector<LoweredFunc *> consumers;
+  std::vector<FuncIndex> parts;
+  std::vector<FuncIndex> consumers;
   std::string rowVar; // the innermost non-window index of p (the map's width)
 };
 
 // A softmax whose axes all have small constant extents (at most 256 points) whose parts only its
-// single consumer reads.
-bool findWindow(LoweredKernel &k, WindowPattern *w);
+// single consumer reads, if any.
+std::optional<WindowPattern> findWindow(const LoweredKernel &k);
 
 // Funcs that sample: a sum over sampling points, or a pointwise sample, whose gathers (reads at
 // coordinates computed from data, e.g. ifloor of a location) all read along the Func's innermost
 // index.
-std::vector<LoweredFunc *> findSampling(LoweredKernel &k);
+struct SamplingPattern {
+  std::vector<FuncIndex> funcs;
+};
+std::vector<FuncIndex> findSampling(const LoweredKernel &k);
+
+// The online-softmax groups of a kernel (at least one), as cpu-online matches them.
+struct OnlineGroups {
+  std::vector<OnlinePattern> groups;
+};
+// The generic rules match every kernel of their target: the whole kernel is their pattern.
+struct WholeKernel {};
+
+// What a rule's match found, one alternative per pattern; a rule reads its own alternative.
+using Match = std::variant<WholeKernel, DensePattern, OnlineGroups, WindowPattern, SamplingPattern>;
 
 } // namespace attnc

@@ -2,9 +2,12 @@
 #pragma once
 
 #include "attnc/HalideGen.h"
+#include "attnc/Patterns.h"
+#include "attnc/Target.h"
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,35 +36,36 @@ struct Knob {
   int dflt;
 };
 
-// A rule recognises a pattern in a lowered kernel and schedules it for one kind of target. Rules
-// only call Halide's scheduling API, so they can never change what the kernel computes.
+// A rule schedules one pattern for one kind of target, in two steps, as TVM's dlight rules do:
+// `match` finds the pattern once (nothing when the rule does not apply), then `knobs` and `apply`
+// work from that match without looking for it again. Rules only call Halide's scheduling API, so
+// they can never change what the kernel computes. Which rule wins is the order of scheduleRules(),
+// not a property of the rule. Rules read the target through attnc::Target (Target.h), never
+// Halide::Target's features.
 class ScheduleRule {
 public:
   virtual ~ScheduleRule() = default;
   virtual std::string name() const = 0;
-  // Higher wins when several rules apply; the generic fallback has the lowest.
-  virtual int priority() const = 0;
-  virtual bool applies(const LoweredKernel &k, const Halide::Target &t) const = 0;
-  // The knobs `apply` reads for this kernel (empty: nothing to tune).
-  virtual std::vector<Knob> knobs(const LoweredKernel &, const Halide::Target &) const {
+  // The rule's pattern in `k` (see Patterns.h), or nothing when the rule does not apply to `k`
+  // on `t`.
+  virtual std::optional<Match> match(const LoweredKernel &k, const Target &t) const = 0;
+  // The knobs `apply` reads for this match (empty: nothing to tune).
+  virtual std::vector<Knob> knobs(const Match &, const LoweredKernel &, const Target &) const {
     return {};
   }
-  virtual void apply(LoweredKernel &k, const Halide::Target &t,
+  // Schedules the kernel `m` was found in.
+  virtual void apply(const Match &m, LoweredKernel &k, const Target &t,
                      const ScheduleParams &params) const = 0;
 };
-
-std::unique_ptr<ScheduleRule> makeCpuDenseRule();
-std::unique_ptr<ScheduleRule> makeCpuWindowRule();
-std::unique_ptr<ScheduleRule> makeCpuGenericRule();
 
 // The generic rule's choice for one Func (root storage for reductions and softmax statistics,
 // outer indices fused and parallel, innermost vectorized); other rules use it for the Funcs
 // outside their pattern.
 // Its knobs (`generic.*`, see genericKnobs) come from `params`. Sums of products (projections)
 // become register-blocked GEMMs; with the kernel given, their strided inputs get transposed copies.
-void scheduleGenericFunc(LoweredFunc &f, const Halide::Target &t, const ScheduleParams &params = {},
+void scheduleGenericFunc(LoweredFunc &f, const Target &t, const ScheduleParams &params = {},
                          LoweredKernel *k = nullptr);
-std::vector<Knob> genericKnobs(const Halide::Target &t);
+std::vector<Knob> genericKnobs(const Target &t);
 // Whether scheduleGenericFunc gives `f` a loop nest of its own (else it is inlined, knobs unused).
 bool genericSchedules(const LoweredFunc &f);
 
@@ -70,38 +74,47 @@ bool genericSchedules(const LoweredFunc &f);
 // otherwise, outer indices fused into the third grid dimension, reduction loops inside each
 // thread), and one stage scheduled that way with the given thread tile. Other CUDA rules use it
 // for the Funcs outside their pattern and offer cudaGenericKnobs where such a Func has loops.
-std::unique_ptr<ScheduleRule> makeCudaDenseRule();
-std::unique_ptr<ScheduleRule> makeCudaWindowRule();
-std::unique_ptr<ScheduleRule> makeCudaSampleRule();
-std::unique_ptr<ScheduleRule> makeCudaGenericRule();
-void scheduleCudaGenericFunc(LoweredFunc &f, const Halide::Target &t,
-                             const ScheduleParams &params = {});
+void scheduleCudaGenericFunc(LoweredFunc &f, const ScheduleParams &params = {});
 std::vector<Knob> cudaGenericKnobs();
 // Whether scheduleCudaGenericFunc gives `f` kernels of its own (else it is inlined).
 bool cudaGenericSchedules(const LoweredFunc &f);
 void scheduleCudaStage(Halide::Stage st, const LoweredFunc &f, int tileX, int tileY);
 
-// Every rule, best first.
+// Every rule, in priority order: the first whose match finds its pattern schedules the kernel;
+// each target's generic rule, last among its rules, matches every kernel.
 const std::vector<std::unique_ptr<ScheduleRule>> &scheduleRules();
 
-// The rule `choice` names: "auto" (the best applicable rule) or a rule's name; null for "none".
-// Throws std::runtime_error for an unknown or inapplicable rule.
-const ScheduleRule *selectRule(const LoweredKernel &k, const Halide::Target &t,
-                               const std::string &choice);
+// A schedule choice resolved for one kernel and target: the rule (null for "none") and what it
+// matched, so that describing, listing knobs and applying find the pattern once between them.
+// The match names Funcs by index: it holds for the kernel it was found in.
+struct Selection {
+  const ScheduleRule *rule = nullptr;
+  Match match;
+  Target target;
 
-// Applies `choice`: "auto" (the best applicable rule), "none" (leave the pipeline unscheduled:
-// everything inlined into the outputs, as Halide does by default) or a rule's name, with knob
-// values from `params`. Returns the name of what was applied; throws std::runtime_error for an
-// unknown or inapplicable rule, and for a knob the rule does not have or a value outside 1..(twice
-// the largest of the knob's choices).
+  // The rule's name, or "none".
+  std::string name() const;
+  // The rule's knobs for this kernel (none for "none").
+  std::vector<Knob> knobs(const LoweredKernel &k) const;
+  // The schedule with `params`, as one canonical string: "cpu-online (online.value_rows=2; key
+  // tile 64)" lists only the knobs away from the rule's defaults and the online softmax's key
+  // tile where it is not kDefaultOnlineTile, so two ways of asking for the same schedule (a
+  // tuning database that found nothing better, say) describe it alike. Call before apply.
+  std::string describe(const LoweredKernel &k, const ScheduleParams &params = {}) const;
+  // Schedules `k` with knob values from `params` ("none" leaves the pipeline unscheduled:
+  // everything inlined into the outputs, as Halide does by default) and returns name(). Throws
+  // std::runtime_error for a knob the rule does not have or a value outside 1..(twice the
+  // largest of the knob's choices), and for params given to "none".
+  std::string apply(LoweredKernel &k, const ScheduleParams &params = {}) const;
+};
+
+// Resolves `choice`: "auto" (the first rule in scheduleRules() that matches), "none", or a
+// rule's name. Throws std::runtime_error for an unknown or inapplicable rule.
+Selection selectSchedule(const LoweredKernel &k, const Halide::Target &t,
+                         const std::string &choice);
+
+// selectSchedule(k, t, choice).apply(k, params): the kernel searched once, then scheduled.
 std::string applySchedule(LoweredKernel &k, const Halide::Target &t, const std::string &choice,
                           const ScheduleParams &params = {});
-
-// The schedule `choice` with `params` would apply, as one canonical string: "cpu-online
-// (online.value_rows=2; key tile 64)" lists only the knobs away from the rule's defaults and the
-// online softmax's key tile where it is not 128, so two ways of asking for the same schedule (a
-// tuning database that found nothing better, say) describe it alike. Call before applySchedule.
-std::string describeSchedule(const LoweredKernel &k, const Halide::Target &t,
-                             const std::string &choice, const ScheduleParams &params = {});
 
 } // namespace attnc

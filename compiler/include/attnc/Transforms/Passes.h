@@ -39,6 +39,9 @@ inline constexpr const char *kEstimatesAttr = "attn.estimates";
 // schedule vectorises a whole tile, which takes minutes to compile beyond about 1024 lanes (and
 // Halide refuses 32768).
 inline constexpr int64_t kMinOnlineTile = 1, kMaxOnlineTile = 1024;
+// The keys per tile when the key count is unknown or large: attn-online-softmax's choice (measured
+// there), and the tile cpu-online and the schedule's description take as the default.
+inline constexpr int64_t kDefaultOnlineTile = 128;
 
 struct PipelineOptions {
   SampleOrder sampleOrder = SampleOrder::Auto;

@@ -1,0 +1,33 @@
+// What schedule rules know about the machine they schedule for, derived once from a Halide target.
+//
+// Rules read this struct, never Halide::Target's features: a new target (another CPU extension,
+// another GPU API) is described here, and only the rules that schedule differently for it change.
+#pragma once
+
+#include "Halide.h"
+
+namespace attnc {
+
+struct Target {
+  explicit Target(const Halide::Target &t)
+      : gpu(t.has_gpu_feature()), cuda(t.has_feature(Halide::Target::CUDA)),
+        cudaCapability(cuda ? t.get_cuda_capability_lower_bound() : 0),
+        floatLanes(t.natural_vector_size<float>()),
+        fma(t.has_feature(Halide::Target::FMA) || t.has_feature(Halide::Target::FMA4) ||
+            (t.arch == Halide::Target::ARM && t.bits == 64)),
+        avx512(t.arch == Halide::Target::X86 && t.has_feature(Halide::Target::AVX512)) {}
+
+  // Any GPU API: the CPU rules decline such targets.
+  bool gpu = false;
+  // CUDA (the cuda-* rules), and the lowest compute capability the target asks for (80 for
+  // cuda_capability_80); 0 without CUDA.
+  bool cuda = false;
+  int cudaCapability = 0;
+  // Host vector unit: floats per native vector (16 with AVX-512, 8 with AVX2), whether it has
+  // fused multiply-adds (x86's FMA or FMA4; every 64-bit ARM core) and AVX-512.
+  int floatLanes = 1;
+  bool fma = false;
+  bool avx512 = false;
+};
+
+} // namespace attnc
