@@ -198,7 +198,7 @@ void KernelSema::checkRead(Expr &e) {
   // A call of a function; a local of the same name was already rejected, so the call wins.
   if ((!t && !definitionNames_.count(e.name)) || (t && t->role == TensorRole::Local)) {
     if (auto fn = functions_.find(e.name); fn != functions_.end())
-      return expandCall(e, fn->second);
+      return checkFunctionCall(e, fn->second);
   }
   for (auto &a : e.args)
     check(*a);
@@ -321,6 +321,48 @@ void KernelSema::checkBinary(Expr &e) {
     return;
   }
   e.type = promote(a, b);
+}
+
+// A call of a function is expanded where it stands, and the expansion checked as if the caller had
+// written it, with a note at the call on every error in it. Arguments copied into the body are
+// checked once before, so an error in one is reported once, at the argument, and not at every copy.
+void KernelSema::checkFunctionCall(Expr &e, const FunctionInfo &fi) {
+  auto giveUp = [&] { e.type = ScalarType::Unknown; };
+  if (!expansionArityOk(e, fi))
+    return giveUp(); // its arguments would only report follow-on errors
+  if (!fi.ok) {      // its own errors were reported where it is defined
+    for (auto &a : e.args)
+      check(*a);
+    return giveUp();
+  }
+  if (!expansionDepthOk(e))
+    return giveUp();
+  int errorsBefore = diags_.numErrors();
+  for (size_t i = 0; i < e.args.size(); ++i) {
+    Expr &a = *e.args[i];
+    if (fi.params[i] == FunctionInfo::Param::Tensor) {
+      for (auto &x : a.args)
+        check(*x);
+    } else if (fi.params[i] == FunctionInfo::Param::Scalar && isCheapArgument(a)) {
+      check(a);
+    }
+  }
+  if (diags_.numErrors() != errorsBefore || !expansionFits(e, fi))
+    return giveUp();
+  Expansion x;
+  bool ok = true;
+  for (size_t i = 0; i < e.args.size(); ++i) {
+    if (fi.params[i] == FunctionInfo::Param::Unused)
+      check(*e.args[i]);
+    else
+      ok &= bindArgument(e, fi, i, x);
+  }
+  Loc callLoc = e.loc;
+  if (!ok || !expand(e, fi, x))
+    return giveUp();
+  enterExpansion(callLoc, fi);
+  check(e);
+  leaveExpansion();
 }
 
 } // namespace attnc::dsl::sema

@@ -1,5 +1,6 @@
 // Sema's function expansion: a call of a `def` is replaced by its body, with its parameters
-// substituted and the names it binds made fresh, and the expansion is checked in the call's place.
+// substituted and the names it binds made fresh, within limits on nesting and size. No types here:
+// checkFunctionCall (Check.cpp) checks the arguments between these steps and then the expansion.
 #include "SemaInternal.h"
 
 #include <algorithm>
@@ -44,31 +45,6 @@ void collectNames(const Expr &e, std::set<std::string> &out) {
   }
 }
 
-// An argument cheap enough to copy into every use (names, numbers, index arithmetic); one that
-// reads a tensor is bound once with `let`. Copying keeps bare indices bare, so `w(o, c)` in a
-// function still fixes the range of the caller's index `o`.
-bool isCheap(const Expr &e) {
-  if (e.kind == ExprKind::Read || e.kind == ExprKind::Reduce || e.kind == ExprKind::Let ||
-      e.kind == ExprKind::Softmax)
-    return false;
-  for (const auto &a : e.args)
-    if (!isCheap(*a))
-      return false;
-  return true;
-}
-
-struct View {
-  std::string tensor;
-  std::vector<const Expr *> prefix;
-  Loc loc;
-  std::string boundary;
-};
-struct Substitution {
-  std::map<std::string, View> views;          // tensor parameters
-  std::map<std::string, const Expr *> copies; // cheap scalar arguments
-  std::map<std::string, std::string> renames; // let-bound parameters and the body's binders
-};
-
 void collectBinders(const Expr &e, std::set<std::string> &out) {
   if (e.kind == ExprKind::Let)
     out.insert(e.name);
@@ -100,7 +76,7 @@ ExprPtr viewExpr(DiagEngine &diags, const View &v, std::vector<ExprPtr> extra,
   return r;
 }
 
-ExprPtr substitute(DiagEngine &diags, ExprPtr e, const Substitution &sub) {
+ExprPtr substitute(DiagEngine &diags, ExprPtr e, const Expansion &sub) {
   auto rename = [&](std::string &n) {
     if (auto it = sub.renames.find(n); it != sub.renames.end())
       n = it->second;
@@ -133,6 +109,16 @@ ExprPtr substitute(DiagEngine &diags, ExprPtr e, const Substitution &sub) {
 }
 
 } // namespace
+
+bool isCheapArgument(const Expr &e) {
+  if (e.kind == ExprKind::Read || e.kind == ExprKind::Reduce || e.kind == ExprKind::Let ||
+      e.kind == ExprKind::Softmax)
+    return false;
+  for (const auto &a : e.args)
+    if (!isCheapArgument(*a))
+      return false;
+  return true;
+}
 
 // Every name the kernel spells, so that the fresh names of expanded binders are new.
 void KernelSema::collectUsedNames() {
@@ -168,119 +154,110 @@ std::string KernelSema::freshName(const std::string &base) {
   return n;
 }
 
-// Replaces the call `e` by the function's body, with parameters substituted and every name
-// the body binds renamed to a fresh one (so nothing of the caller's can be captured), then
-// checks the result as if the caller had written it.
-void KernelSema::expandCall(Expr &e, const FunctionInfo &fi) {
+bool KernelSema::expansionArityOk(const Expr &call, const FunctionInfo &fi) {
   const FunctionDef &f = *fi.def;
-  auto giveUp = [&] { e.type = ScalarType::Unknown; };
-  if (e.args.size() != f.params.size()) {
-    diags_.error(e.loc, "function '" + f.name + "' takes " + std::to_string(f.params.size()) +
-                            " argument" + (f.params.size() == 1 ? "" : "s") + ", got " +
-                            std::to_string(e.args.size()));
-    diags_.note(f.loc, "'" + f.name + "' is defined here");
-    return giveUp(); // its arguments would only report follow-on errors
-  }
-  if (!fi.ok) { // its own errors were reported where it is defined
-    for (auto &a : e.args)
-      check(*a);
-    return giveUp();
-  }
-  if ((int)expanding_.size() >= kMaxExpansionDepth) {
-    diags_.error(e.loc, "function calls are nested too deeply (more than " +
-                            std::to_string(kMaxExpansionDepth) + " levels)");
-    return giveUp();
-  }
-  Substitution sub;
-  std::vector<std::pair<std::string, size_t>> lets;
-  bool ok = true;
-  // Arguments that are copied into the body are checked once here, so an error in one is
-  // reported once, at the argument, and not at every copy.
-  int errorsBefore = diags_.numErrors();
+  if (call.args.size() == f.params.size())
+    return true;
+  diags_.error(call.loc, "function '" + f.name + "' takes " + std::to_string(f.params.size()) +
+                             " argument" + (f.params.size() == 1 ? "" : "s") + ", got " +
+                             std::to_string(call.args.size()));
+  diags_.note(f.loc, "'" + f.name + "' is defined here");
+  return false;
+}
+
+bool KernelSema::expansionDepthOk(const Expr &call) {
+  if ((int)expanding_.size() < kMaxExpansionDepth)
+    return true;
+  diags_.error(call.loc, "function calls are nested too deeply (more than " +
+                             std::to_string(kMaxExpansionDepth) + " levels)");
+  return false;
+}
+
+// An estimate from the body and the arguments copied into it, before anything is copied.
+bool KernelSema::expansionFits(const Expr &call, const FunctionInfo &fi) {
+  const FunctionDef &f = *fi.def;
   size_t estimate = countNodes(*f.body);
   for (size_t i = 0; i < f.params.size(); ++i) {
-    Expr &a = *e.args[i];
+    const Expr &a = *call.args[i];
     if (fi.params[i] == FunctionInfo::Param::Tensor) {
-      for (auto &x : a.args)
-        check(*x);
       size_t prefix = 0;
       for (auto &x : a.args)
         prefix += countNodes(*x);
       estimate += fi.paramUses[i] * prefix;
-    } else if (fi.params[i] == FunctionInfo::Param::Scalar && isCheap(a)) {
-      check(a);
+    } else if (fi.params[i] == FunctionInfo::Param::Scalar && isCheapArgument(a)) {
       estimate += fi.paramUses[i] * countNodes(a);
     }
   }
-  if (diags_.numErrors() != errorsBefore)
-    return giveUp();
-  if (expandedNodes_ + estimate > kMaxExpandedNodes) {
-    diags_.error(e.loc, "expanding function '" + f.name +
-                            "' makes the kernel too large (more than " +
-                            std::to_string(kMaxExpandedNodes) + " expression nodes)");
-    return giveUp();
-  }
-  for (size_t i = 0; i < f.params.size(); ++i) {
-    Expr &a = *e.args[i];
-    const std::string &param = f.params[i];
-    switch (fi.params[i]) {
-    case FunctionInfo::Param::Tensor:
-      if ((a.kind == ExprKind::Ident || a.kind == ExprKind::Read) && !findBuiltin(a.name) &&
-          !functions_.count(a.name) && !lookup(a.name) && !sizeLocs_.count(a.name) &&
-          !consts_.count(a.name)) {
-        View v{a.name, {}, a.loc, a.boundary};
-        for (const auto &x : a.args)
-          v.prefix.push_back(x.get());
-        sub.views[param] = v;
-      } else {
-        diags_.error(
-            a.loc,
-            "argument '" + param + "' of '" + f.name +
-                "' is a tensor parameter: pass a tensor or a partial read such as 'x(b, i)'");
-        diags_.note(fi.paramUse[i], "'" + param + "' is used as a tensor here");
-        ok = false;
-      }
-      break;
-    case FunctionInfo::Param::Scalar:
-      if (isCheap(a)) {
-        sub.copies[param] = &a;
-      } else {
-        sub.renames[param] = freshName(param);
-        lets.push_back({sub.renames[param], i});
-      }
-      break;
-    case FunctionInfo::Param::Unused:
-      check(a);
-      break;
+  if (expandedNodes_ + estimate <= kMaxExpandedNodes)
+    return true;
+  diags_.error(call.loc, "expanding function '" + f.name +
+                             "' makes the kernel too large (more than " +
+                             std::to_string(kMaxExpandedNodes) + " expression nodes)");
+  return false;
+}
+
+bool KernelSema::bindArgument(Expr &call, const FunctionInfo &fi, size_t i, Expansion &x) {
+  const FunctionDef &f = *fi.def;
+  Expr &a = *call.args[i];
+  const std::string &param = f.params[i];
+  if (fi.params[i] == FunctionInfo::Param::Scalar) {
+    if (isCheapArgument(a)) {
+      x.copies[param] = &a;
+    } else {
+      x.renames[param] = freshName(param);
+      x.lets.push_back({x.renames[param], i});
     }
+    return true;
   }
-  if (!ok)
-    return giveUp();
+  if ((a.kind == ExprKind::Ident || a.kind == ExprKind::Read) && !findBuiltin(a.name) &&
+      !functions_.count(a.name) && !lookup(a.name) && !sizeLocs_.count(a.name) &&
+      !consts_.count(a.name)) {
+    View v{a.name, {}, a.loc, a.boundary};
+    for (const auto &p : a.args)
+      v.prefix.push_back(p.get());
+    x.views[param] = v;
+    return true;
+  }
+  diags_.error(a.loc,
+               "argument '" + param + "' of '" + f.name +
+                   "' is a tensor parameter: pass a tensor or a partial read such as 'x(b, i)'");
+  diags_.note(fi.paramUse[i], "'" + param + "' is used as a tensor here");
+  return false;
+}
+
+// Every name the body binds is renamed to a fresh one, so nothing of the caller's can be captured.
+bool KernelSema::expand(Expr &call, const FunctionInfo &fi, Expansion &x) {
+  const FunctionDef &f = *fi.def;
   ExprPtr body = f.body->clone();
   std::set<std::string> binders;
   collectBinders(*body, binders);
   for (const std::string &b : binders)
-    sub.renames[b] = freshName(b);
-  ExprPtr out = substitute(diags_, std::move(body), sub);
-  for (auto it = lets.rbegin(); it != lets.rend(); ++it) {
-    auto l = std::make_unique<Expr>(ExprKind::Let, e.args[it->second]->loc);
+    x.renames[b] = freshName(b);
+  ExprPtr out = substitute(diags_, std::move(body), x);
+  for (auto it = x.lets.rbegin(); it != x.lets.rend(); ++it) {
+    auto l = std::make_unique<Expr>(ExprKind::Let, call.args[it->second]->loc);
     l->name = it->first;
-    l->args.push_back(std::move(e.args[it->second]));
+    l->args.push_back(std::move(call.args[it->second]));
     l->body = std::move(out);
     out = std::move(l);
   }
   expandedNodes_ += countNodes(*out);
   if (expandedNodes_ > kMaxExpandedNodes) {
-    diags_.error(e.loc, "expanding function '" + f.name +
-                            "' makes the kernel too large (more than " +
-                            std::to_string(kMaxExpandedNodes) + " expression nodes)");
-    return giveUp();
+    diags_.error(call.loc, "expanding function '" + f.name +
+                               "' makes the kernel too large (more than " +
+                               std::to_string(kMaxExpandedNodes) + " expression nodes)");
+    return false;
   }
-  Loc callLoc = e.loc;
-  e = std::move(*out); // the call node becomes its expansion
-  diags_.pushContext(callLoc, "in call to '" + f.name + "' here");
+  call = std::move(*out); // the call node becomes its expansion
+  return true;
+}
+
+void KernelSema::enterExpansion(Loc callLoc, const FunctionInfo &fi) {
+  diags_.pushContext(callLoc, "in call to '" + fi.def->name + "' here");
   expanding_.push_back(&fi);
-  check(e);
+}
+
+void KernelSema::leaveExpansion() {
   expanding_.pop_back();
   diags_.popContext();
 }

@@ -49,6 +49,28 @@ bool isLanguageNumber(const std::string &s);
 // The value of a checked condition over constants; nullopt for anything else.
 std::optional<double> evalStatic(const Expr &e);
 
+// --- function expansion (Expand.cpp) ----------------------------------------------------------
+// An argument cheap enough to copy into every use (names, numbers, index arithmetic); one that
+// reads a tensor is bound once with `let`. Copying keeps bare indices bare, so `w(o, c)` in a
+// function still fixes the range of the caller's index `o`.
+bool isCheapArgument(const Expr &e);
+
+// A tensor argument: the tensor, the subscripts it is already read with, and its boundary mode.
+struct View {
+  std::string tensor;
+  std::vector<const Expr *> prefix;
+  Loc loc;
+  std::string boundary;
+};
+
+// How a call's arguments replace its function's parameters in the body.
+struct Expansion {
+  std::map<std::string, View> views;                // tensor parameters
+  std::map<std::string, const Expr *> copies;       // cheap scalar arguments
+  std::map<std::string, std::string> renames;       // let-bound parameters and the body's binders
+  std::vector<std::pair<std::string, size_t>> lets; // let-bound parameters: fresh name, argument
+};
+
 // --- one kernel --------------------------------------------------------------------------------
 // A name visible in an expression: an index, or a value bound by `let`.
 struct ScopeEntry {
@@ -66,9 +88,10 @@ struct RangeUse {
 };
 
 // The analysis of one kernel. Like clang's Sema, one class whose members are defined in one file
-// per stage: checking an expression expands the calls in it and infers the ranges of the indices
-// it binds, and expanding a call checks its arguments and its expansion, so the stages call each
-// other and share the kernel's names. Each member is listed under the file that defines it.
+// per stage, because the stages interleave on one expression: checking it expands the calls in it
+// (once their arguments are checked: an argument with an error is not copied into the body) and
+// infers the ranges of the indices it binds, all in the kernel's names. Each member is listed
+// under the file that defines it.
 class KernelSema {
 public:
   KernelSema(Kernel &k, DiagEngine &d, const SemaOptions &o, FunctionTable &fns)
@@ -139,15 +162,23 @@ private:
   void checkRead(Expr &e);
   void checkCall(Expr &e);
   void checkBinary(Expr &e);
+  void checkFunctionCall(Expr &e, const FunctionInfo &fi);
 
-  // Expand.cpp: calls of functions replaced by their bodies.
+  // Expand.cpp: a call of a function replaced by its body. When a call is expanded is decided by
+  // checkFunctionCall, which checks the arguments in between these steps; they know no types.
   std::set<std::string> usedNames_;       // for fresh names of expanded functions' binders
   std::map<std::string, int> nextSuffix_; // freshName: the first suffix not yet tried per base
   std::vector<const FunctionInfo *> expanding_; // calls being expanded, outermost first
   size_t expandedNodes_ = 0;
   void collectUsedNames();
   std::string freshName(const std::string &base);
-  void expandCall(Expr &e, const FunctionInfo &fi);
+  bool expansionArityOk(const Expr &call, const FunctionInfo &fi);
+  bool expansionDepthOk(const Expr &call);
+  bool expansionFits(const Expr &call, const FunctionInfo &fi);
+  bool bindArgument(Expr &call, const FunctionInfo &fi, size_t i, Expansion &x);
+  bool expand(Expr &call, const FunctionInfo &fi, Expansion &x);
+  void enterExpansion(Loc callLoc, const FunctionInfo &fi);
+  void leaveExpansion();
 };
 
 } // namespace attnc::dsl::sema
