@@ -1,0 +1,368 @@
+// Sema's expression checking: the type of every expression and what each name in it refers to.
+#include "SemaInternal.h"
+
+namespace attnc::dsl::sema {
+
+namespace {
+
+// Deeper expressions (only expansions make them) would run the later recursive walks out of stack.
+constexpr int kMaxCheckDepth = 4000;
+
+} // namespace
+
+void KernelSema::checkSoftmax(Expr &e, Definition &def) {
+  std::set<std::string> seen;
+  for (size_t i = 0; i < e.softmaxAxes.size(); ++i) {
+    const std::string &ax = e.softmaxAxes[i];
+    bool free = false;
+    for (auto &idx : def.indices)
+      free |= idx.name == ax;
+    if (!free)
+      diags_.error(e.softmaxAxisLocs[i],
+                   "softmax over '" + ax + "', which is not a free index of '" + def.name +
+                       "' (softmax normalises over indices of the left-hand side)");
+    if (!seen.insert(ax).second)
+      diags_.error(e.softmaxAxisLocs[i], "softmax index '" + ax + "' appears twice");
+  }
+  inSoftmax_ = true;
+  if (e.where) {
+    check(*e.where);
+    if (e.where->type != ScalarType::Bool && e.where->type != ScalarType::Unknown)
+      diags_.error(e.where->loc,
+                   std::string("softmax mask after 'where' must be a condition, found ") +
+                       scalarTypeName(e.where->type));
+  }
+  check(*e.body);
+  inSoftmax_ = false;
+  if (e.body->type == ScalarType::Bool)
+    diags_.error(e.body->loc, "softmax of a condition; scores must be numbers");
+  e.type = ScalarType::Float;
+}
+
+namespace {
+ScalarType promote(ScalarType a, ScalarType b) {
+  if (a == ScalarType::Unknown || b == ScalarType::Unknown)
+    return ScalarType::Unknown;
+  if (a == ScalarType::Float || b == ScalarType::Float)
+    return ScalarType::Float;
+  return ScalarType::Int;
+}
+} // namespace
+
+bool KernelSema::requireNumeric(const Expr &e, const std::string &what) {
+  if (e.type == ScalarType::Bool) {
+    diags_.error(e.loc, "type mismatch: " + what + " must be a number, found a condition");
+    return false;
+  }
+  return e.type != ScalarType::Unknown;
+}
+
+void KernelSema::check(Expr &e) {
+  if (checkDepth_ >= kMaxCheckDepth) {
+    if (!tooDeepReported_)
+      diags_.error(e.loc, "expression is nested too deeply after expanding functions");
+    tooDeepReported_ = true;
+    e.type = ScalarType::Unknown;
+    return;
+  }
+  ++checkDepth_;
+  checkNode(e);
+  foldInt(e);
+  --checkDepth_;
+}
+
+void KernelSema::checkNode(Expr &e) {
+  switch (e.kind) {
+  case ExprKind::Number:
+    e.type = e.isIntLiteral ? ScalarType::Int : ScalarType::Float;
+    return;
+  case ExprKind::Ident:
+    return checkIdent(e);
+  case ExprKind::Read:
+    return checkRead(e);
+  case ExprKind::Call:
+    return checkCall(e);
+  case ExprKind::Unary: {
+    check(*e.args[0]);
+    ScalarType t = e.args[0]->type;
+    if (e.name == "!") {
+      if (t != ScalarType::Bool && t != ScalarType::Unknown)
+        diags_.error(e.loc, "type mismatch: '!' needs a condition");
+      e.type = ScalarType::Bool;
+    } else {
+      requireNumeric(*e.args[0], "the operand of unary '-'");
+      e.type = t == ScalarType::Bool ? ScalarType::Unknown : t;
+    }
+    return;
+  }
+  case ExprKind::Binary:
+    return checkBinary(e);
+  case ExprKind::Reduce: {
+    std::set<std::string> seen;
+    for (auto &idx : e.reduceIndices) {
+      checkIndexName(idx);
+      if (!seen.insert(idx.name).second)
+        diags_.error(idx.loc, "reduction index '" + shown(idx.name) + "' appears twice");
+      if (idx.range)
+        resolveRange(idx);
+    }
+    size_t depth = scope_.size();
+    for (auto &idx : e.reduceIndices)
+      scope_.push_back({idx.name, &idx, nullptr});
+    check(*e.body);
+    scope_.resize(depth);
+    for (auto &idx : e.reduceIndices)
+      settleRange(idx);
+    requireNumeric(*e.body, std::string("the body of '") + reduceKindName(e.reduceKind) + "'");
+    e.type = e.body->type == ScalarType::Bool ? ScalarType::Unknown : e.body->type;
+    if (e.reduceKind == ReduceKind::Mean && e.type != ScalarType::Unknown)
+      e.type = ScalarType::Float;
+    return;
+  }
+  case ExprKind::Let: {
+    check(*e.args[0]); // the value sees the enclosing scope, not its own name
+    if (checkNewName(e.name, e.loc, "'let'")) {
+      if (tensors_.count(e.name) || definitionNames_.count(e.name) || sizeLocs_.count(e.name) ||
+          consts_.count(e.name))
+        diags_.error(e.loc, "'let " + e.name + "' has the name of a tensor, size or constant");
+      else if (lookup(e.name))
+        diags_.error(e.loc, "'let " + e.name + "' shadows an enclosing name");
+    }
+    scope_.push_back({e.name, nullptr, &e});
+    check(*e.body);
+    scope_.pop_back();
+    e.type = e.body->type;
+    return;
+  }
+  case ExprKind::Softmax:
+    diags_.error(e.loc, "softmax must be the whole right-hand side of a definition, as in 'p(i, "
+                        "j) = softmax(j) s(i, j)'");
+    e.type = ScalarType::Unknown;
+    return;
+  }
+}
+
+void KernelSema::checkIdent(Expr &e) {
+  if (const ScopeEntry *se = lookup(e.name)) {
+    if (se->let) {
+      e.identKind = IdentKind::Let;
+      e.let = se->let;
+      e.type = se->let->args[0]->type;
+      return;
+    }
+    e.identKind = IdentKind::Index;
+    e.index = se->index;
+    e.type = ScalarType::Int;
+    return;
+  }
+  if (sizeLocs_.count(e.name)) {
+    e.identKind = IdentKind::Size;
+    e.type = ScalarType::Int;
+    return;
+  }
+  if (auto it = consts_.find(e.name); it != consts_.end()) {
+    e.identKind = IdentKind::Const;
+    e.constValue = it->second->folded;
+    e.type = it->second->isInt ? ScalarType::Int : ScalarType::Float;
+    return;
+  }
+  if (tensors_.count(e.name) || definitionNames_.count(e.name))
+    diags_.error(e.loc, "'" + e.name + "' is a tensor; index it, as in '" + e.name + "(...)'");
+  else if (findBuiltin(e.name) || functions_.count(e.name))
+    diags_.error(e.loc, "'" + e.name + "' is a function; call it, as in '" + e.name + "(x)'");
+  else
+    diags_.error(e.loc, "unknown identifier '" + e.name + "'");
+  e.type = ScalarType::Unknown;
+}
+
+void KernelSema::checkRead(Expr &e) {
+  if (!e.boundary.empty()) {
+    if (findBuiltin(e.name) || (functions_.count(e.name) && !tensors_.count(e.name))) {
+      diags_.error(e.loc, "boundary mode '." + e.boundary + "' applies to tensor reads, but '" +
+                              e.name + "' is a function");
+      e.boundary.clear();
+    } else if (e.boundary == "exclude" && !inSoftmax_) {
+      diags_.error(
+          e.loc,
+          "'" + e.name +
+              ".exclude(...)' masks keys out of a softmax, so it can only be read in a softmax "
+              "score or its 'where'; use '.zero' or '.clamp' elsewhere");
+    }
+  }
+  if (findBuiltin(e.name)) {
+    e.kind = ExprKind::Call;
+    return checkCall(e);
+  }
+  auto it = tensors_.find(e.name);
+  TensorDecl *t = it == tensors_.end() ? nullptr : it->second;
+  // A call of a function; a local of the same name was already rejected, so the call wins.
+  if ((!t && !definitionNames_.count(e.name)) || (t && t->role == TensorRole::Local)) {
+    if (auto fn = functions_.find(e.name); fn != functions_.end())
+      return checkFunctionCall(e, fn->second);
+  }
+  for (auto &a : e.args)
+    check(*a);
+  if (!t) {
+    if (definitionNames_.count(e.name)) {
+      if (current_ && current_->name == e.name)
+        diags_.error(e.loc, "recursive definition: '" + e.name + "' reads itself");
+      else
+        diags_.error(e.loc, "'" + e.name + "' is used before its definition");
+    } else if (sizeLocs_.count(e.name) || consts_.count(e.name)) {
+      diags_.error(e.loc, "'" + e.name + "' is a scalar, not a tensor; it takes no indices");
+    } else {
+      diags_.error(e.loc, "unknown tensor or function '" + e.name + "'");
+    }
+    e.type = ScalarType::Unknown;
+    return;
+  }
+  if (t->role == TensorRole::Output && !t->def) {
+    if (current_ && current_->name == e.name)
+      diags_.error(e.loc, "recursive definition: '" + e.name + "' reads itself");
+    else
+      diags_.error(e.loc, "output '" + e.name + "' is read before its definition");
+    e.type = ScalarType::Unknown;
+    return;
+  }
+  e.tensor = t;
+  e.type = t->elemType == ElemType::F32 ? ScalarType::Float : ScalarType::Int;
+  if (e.args.size() != t->rank()) {
+    diags_.error(e.loc, "wrong number of indices: '" + e.name + "' has rank " +
+                            std::to_string(t->rank()) + " but is indexed with " +
+                            std::to_string(e.args.size()));
+    return;
+  }
+  for (size_t i = 0; i < e.args.size(); ++i) {
+    Expr &a = *e.args[i];
+    if (a.type != ScalarType::Int && a.type != ScalarType::Unknown) {
+      diags_.error(a.loc, "type mismatch: index " + std::to_string(i) + " of '" + e.name +
+                              "' must be an integer, found " + scalarTypeName(a.type));
+      continue;
+    }
+    if (a.kind == ExprKind::Ident && a.identKind == IdentKind::Index) {
+      std::string extent = exprToString(*t->extents[i]);
+      if (extent == kUnknownExtent)
+        continue;
+      std::string origin = "'" + e.name + "' dimension " + std::to_string(i) + " (" + extent + ")";
+      uses_[a.index].push_back({extent, t->extents[i].get(), origin, a.loc});
+    }
+  }
+}
+
+void KernelSema::checkCall(Expr &e) {
+  const Builtin *b = findBuiltin(e.name);
+  for (auto &a : e.args)
+    check(*a);
+  if ((int)e.args.size() != b->arity) {
+    diags_.error(e.loc, "'" + e.name + "' takes " + std::to_string(b->arity) + " argument" +
+                            (b->arity == 1 ? "" : "s") + ", got " + std::to_string(e.args.size()));
+    e.type = ScalarType::Unknown;
+    return;
+  }
+  if (e.name == "select") {
+    if (e.args[0]->type != ScalarType::Bool && e.args[0]->type != ScalarType::Unknown)
+      diags_.error(e.args[0]->loc,
+                   "type mismatch: the first argument of 'select' must be a condition");
+    bool ok =
+        requireNumeric(*e.args[1], "'select' value") & requireNumeric(*e.args[2], "'select' value");
+    e.type = ok ? promote(e.args[1]->type, e.args[2]->type) : ScalarType::Unknown;
+    return;
+  }
+  bool ok = true;
+  for (auto &a : e.args)
+    ok &= requireNumeric(*a, "argument of '" + e.name + "'");
+  if (!ok) {
+    e.type = ScalarType::Unknown;
+    return;
+  }
+  if (e.name == "ifloor" && e.args[0]->type == ScalarType::Int) {
+    // Integer coordinates reaching a sampler are almost always a unit mistake (pixel indices
+    // where normalised or fractional positions were meant), so they are rejected, not floored.
+    diags_.error(e.args[0]->loc, "'ifloor' expects a float (a fractional coordinate), found int");
+    e.type = ScalarType::Unknown;
+    return;
+  }
+  if (e.name == "min" || e.name == "max")
+    e.type = promote(e.args[0]->type, e.args[1]->type);
+  else if (e.name == "abs")
+    e.type = e.args[0]->type;
+  else if (e.name == "ifloor")
+    e.type = ScalarType::Int; // float -> int: sampling coordinates
+  else
+    e.type = ScalarType::Float;
+}
+
+void KernelSema::checkBinary(Expr &e) {
+  check(*e.args[0]);
+  check(*e.args[1]);
+  ScalarType a = e.args[0]->type, b = e.args[1]->type;
+  const std::string &op = e.name;
+  if (op == "&&" || op == "||") {
+    for (auto &x : e.args)
+      if (x->type != ScalarType::Bool && x->type != ScalarType::Unknown)
+        diags_.error(x->loc, "type mismatch: operands of '" + op + "' must be conditions, found " +
+                                 scalarTypeName(x->type));
+    e.type = ScalarType::Bool;
+    return;
+  }
+  bool ok = requireNumeric(*e.args[0], "the left operand of '" + op + "'") &
+            requireNumeric(*e.args[1], "the right operand of '" + op + "'");
+  if (op == "<" || op == "<=" || op == ">" || op == ">=" || op == "==" || op == "!=") {
+    e.type = ScalarType::Bool;
+    return;
+  }
+  if (!ok) {
+    e.type = ScalarType::Unknown;
+    return;
+  }
+  if (op == "%" && (a == ScalarType::Float || b == ScalarType::Float)) {
+    diags_.error(e.loc, "type mismatch: '%' needs integer operands");
+    e.type = ScalarType::Unknown;
+    return;
+  }
+  e.type = promote(a, b);
+}
+
+// A call of a function is expanded where it stands, and the expansion checked as if the caller had
+// written it, with a note at the call on every error in it. Arguments copied into the body are
+// checked once before, so an error in one is reported once, at the argument, and not at every copy.
+void KernelSema::checkFunctionCall(Expr &e, const FunctionInfo &fi) {
+  auto giveUp = [&] { e.type = ScalarType::Unknown; };
+  if (!expansionArityOk(e, fi))
+    return giveUp(); // its arguments would only report follow-on errors
+  if (!fi.ok) {      // its own errors were reported where it is defined
+    for (auto &a : e.args)
+      check(*a);
+    return giveUp();
+  }
+  if (!expansionDepthOk(e))
+    return giveUp();
+  int errorsBefore = diags_.numErrors();
+  for (size_t i = 0; i < e.args.size(); ++i) {
+    Expr &a = *e.args[i];
+    if (fi.params[i] == FunctionInfo::Param::Tensor) {
+      for (auto &x : a.args)
+        check(*x);
+    } else if (fi.params[i] == FunctionInfo::Param::Scalar && isCheapArgument(a)) {
+      check(a);
+    }
+  }
+  if (diags_.numErrors() != errorsBefore || !expansionFits(e, fi))
+    return giveUp();
+  Expansion x;
+  bool ok = true;
+  for (size_t i = 0; i < e.args.size(); ++i) {
+    if (fi.params[i] == FunctionInfo::Param::Unused)
+      check(*e.args[i]);
+    else
+      ok &= bindArgument(e, fi, i, x);
+  }
+  Loc callLoc = e.loc;
+  if (!ok || !expand(e, fi, x))
+    return giveUp();
+  enterExpansion(callLoc, fi);
+  check(e);
+  leaveExpansion();
+}
+
+} // namespace attnc::dsl::sema

@@ -1,0 +1,265 @@
+// Sema's function expansion: a call of a `def` is replaced by its body, with its parameters
+// substituted and the names it binds made fresh, within limits on nesting and size. No types here:
+// checkFunctionCall (Check.cpp) checks the arguments between these steps and then the expansion.
+#include "SemaInternal.h"
+
+#include <algorithm>
+
+namespace attnc::dsl::sema {
+
+namespace {
+
+// Limits on function expansion, so that no input makes Sema (or any later recursive walk) run
+// out of stack or memory.
+constexpr int kMaxExpansionDepth = 32;
+constexpr size_t kMaxExpandedNodes = 1000000;
+
+size_t countNodes(const Expr &e) {
+  size_t n = 1;
+  for (const auto &a : e.args)
+    n += countNodes(*a);
+  if (e.body)
+    n += countNodes(*e.body);
+  if (e.where)
+    n += countNodes(*e.where);
+  for (const auto &d : e.reduceIndices)
+    if (d.range)
+      n += countNodes(*d.range->lo) + countNodes(*d.range->hi);
+  return n;
+}
+
+// Every identifier spelled in a kernel, so that names made up for expanded functions are new.
+void collectNames(const Expr &e, std::set<std::string> &out) {
+  if (!e.name.empty())
+    out.insert(e.name);
+  for (const auto &a : e.args)
+    collectNames(*a, out);
+  if (e.body)
+    collectNames(*e.body, out);
+  if (e.where)
+    collectNames(*e.where, out);
+  for (const auto &d : e.reduceIndices) {
+    out.insert(d.name);
+    if (d.range)
+      collectNames(*d.range->lo, out), collectNames(*d.range->hi, out);
+  }
+}
+
+void collectBinders(const Expr &e, std::set<std::string> &out) {
+  if (e.kind == ExprKind::Let)
+    out.insert(e.name);
+  for (const auto &d : e.reduceIndices)
+    out.insert(d.name);
+  for (const auto &a : e.args)
+    collectBinders(*a, out);
+  if (e.body)
+    collectBinders(*e.body, out);
+}
+
+// The read of a tensor parameter becomes a read of the argument tensor; a boundary mode given
+// at either place applies (giving two different ones is an error).
+ExprPtr viewExpr(DiagEngine &diags, const View &v, std::vector<ExprPtr> extra,
+                 const std::string &boundary = "", Loc useLoc = {}) {
+  bool bare = extra.empty() && v.prefix.empty() && v.boundary.empty() && boundary.empty();
+  auto r = std::make_unique<Expr>(bare ? ExprKind::Ident : ExprKind::Read, v.loc);
+  r->name = v.tensor;
+  r->boundary = v.boundary.empty() ? boundary : v.boundary;
+  if (!v.boundary.empty() && !boundary.empty() && v.boundary != boundary) {
+    diags.error(v.loc, "'" + v.tensor + "." + v.boundary + "(...)' is read with boundary mode '." +
+                           boundary + "' in the function");
+    diags.note(useLoc, "read with '." + boundary + "' here");
+  }
+  for (const Expr *p : v.prefix)
+    r->args.push_back(p->clone());
+  for (auto &x : extra)
+    r->args.push_back(std::move(x));
+  return r;
+}
+
+ExprPtr substitute(DiagEngine &diags, ExprPtr e, const Expansion &sub) {
+  auto rename = [&](std::string &n) {
+    if (auto it = sub.renames.find(n); it != sub.renames.end())
+      n = it->second;
+  };
+  if (e->kind == ExprKind::Ident) {
+    if (auto it = sub.copies.find(e->name); it != sub.copies.end())
+      return it->second->clone();
+    if (auto it = sub.views.find(e->name); it != sub.views.end())
+      return viewExpr(diags, it->second, {});
+    rename(e->name);
+    return e;
+  }
+  for (auto &a : e->args)
+    a = substitute(diags, std::move(a), sub);
+  if (e->body)
+    e->body = substitute(diags, std::move(e->body), sub);
+  for (auto &d : e->reduceIndices) {
+    rename(d.name);
+    if (d.range)
+      d.range->lo = substitute(diags, std::move(d.range->lo), sub),
+      d.range->hi = substitute(diags, std::move(d.range->hi), sub);
+  }
+  if (e->kind == ExprKind::Let)
+    rename(e->name);
+  if (e->kind == ExprKind::Read) {
+    if (auto it = sub.views.find(e->name); it != sub.views.end())
+      return viewExpr(diags, it->second, std::move(e->args), e->boundary, e->loc);
+  }
+  return e;
+}
+
+} // namespace
+
+bool isCheapArgument(const Expr &e) {
+  if (e.kind == ExprKind::Read || e.kind == ExprKind::Reduce || e.kind == ExprKind::Let ||
+      e.kind == ExprKind::Softmax)
+    return false;
+  for (const auto &a : e.args)
+    if (!isCheapArgument(*a))
+      return false;
+  return true;
+}
+
+// Every name the kernel spells, so that the fresh names of expanded binders are new.
+void KernelSema::collectUsedNames() {
+  for (auto *list : {&k_.inputs, &k_.outputs})
+    for (auto &t : *list) {
+      usedNames_.insert(t->name);
+      for (const DimSpec &d : t->dims) {
+        usedNames_.insert(d.symbol);
+        for (const DimFactor &f : d.factors)
+          usedNames_.insert(f.symbol);
+      }
+    }
+  for (auto &c : k_.consts)
+    usedNames_.insert(c.name);
+  for (auto &def : k_.defs) {
+    usedNames_.insert(def->name);
+    for (auto &idx : def->indices)
+      usedNames_.insert(idx.name);
+    collectNames(*def->rhs, usedNames_);
+  }
+}
+
+std::string KernelSema::freshName(const std::string &base) {
+  std::string n = base;
+  // Each base resumes where it stopped: starting at 2 every time made n expansions of the same
+  // binder (a `let b` in a function called in a loop of calls) cost n^2 lookups.
+  int &next = nextSuffix_[base];
+  for (int i = std::max(next, 2); usedNames_.count(n); ++i)
+    n = base + "_" + std::to_string(i), next = i + 1;
+  usedNames_.insert(n);
+  if (n != base)
+    spelled_[n] = shown(base);
+  return n;
+}
+
+bool KernelSema::expansionArityOk(const Expr &call, const FunctionInfo &fi) {
+  const FunctionDef &f = *fi.def;
+  if (call.args.size() == f.params.size())
+    return true;
+  diags_.error(call.loc, "function '" + f.name + "' takes " + std::to_string(f.params.size()) +
+                             " argument" + (f.params.size() == 1 ? "" : "s") + ", got " +
+                             std::to_string(call.args.size()));
+  diags_.note(f.loc, "'" + f.name + "' is defined here");
+  return false;
+}
+
+bool KernelSema::expansionDepthOk(const Expr &call) {
+  if ((int)expanding_.size() < kMaxExpansionDepth)
+    return true;
+  diags_.error(call.loc, "function calls are nested too deeply (more than " +
+                             std::to_string(kMaxExpansionDepth) + " levels)");
+  return false;
+}
+
+// An estimate from the body and the arguments copied into it, before anything is copied.
+bool KernelSema::expansionFits(const Expr &call, const FunctionInfo &fi) {
+  const FunctionDef &f = *fi.def;
+  size_t estimate = countNodes(*f.body);
+  for (size_t i = 0; i < f.params.size(); ++i) {
+    const Expr &a = *call.args[i];
+    if (fi.params[i] == FunctionInfo::Param::Tensor) {
+      size_t prefix = 0;
+      for (auto &x : a.args)
+        prefix += countNodes(*x);
+      estimate += fi.paramUses[i] * prefix;
+    } else if (fi.params[i] == FunctionInfo::Param::Scalar && isCheapArgument(a)) {
+      estimate += fi.paramUses[i] * countNodes(a);
+    }
+  }
+  if (expandedNodes_ + estimate <= kMaxExpandedNodes)
+    return true;
+  diags_.error(call.loc, "expanding function '" + f.name +
+                             "' makes the kernel too large (more than " +
+                             std::to_string(kMaxExpandedNodes) + " expression nodes)");
+  return false;
+}
+
+bool KernelSema::bindArgument(Expr &call, const FunctionInfo &fi, size_t i, Expansion &x) {
+  const FunctionDef &f = *fi.def;
+  Expr &a = *call.args[i];
+  const std::string &param = f.params[i];
+  if (fi.params[i] == FunctionInfo::Param::Scalar) {
+    if (isCheapArgument(a)) {
+      x.copies[param] = &a;
+    } else {
+      x.renames[param] = freshName(param);
+      x.lets.push_back({x.renames[param], i});
+    }
+    return true;
+  }
+  if ((a.kind == ExprKind::Ident || a.kind == ExprKind::Read) && !findBuiltin(a.name) &&
+      !functions_.count(a.name) && !lookup(a.name) && !sizeLocs_.count(a.name) &&
+      !consts_.count(a.name)) {
+    View v{a.name, {}, a.loc, a.boundary};
+    for (const auto &p : a.args)
+      v.prefix.push_back(p.get());
+    x.views[param] = v;
+    return true;
+  }
+  diags_.error(a.loc,
+               "argument '" + param + "' of '" + f.name +
+                   "' is a tensor parameter: pass a tensor or a partial read such as 'x(b, i)'");
+  diags_.note(fi.paramUse[i], "'" + param + "' is used as a tensor here");
+  return false;
+}
+
+// Every name the body binds is renamed to a fresh one, so nothing of the caller's can be captured.
+bool KernelSema::expand(Expr &call, const FunctionInfo &fi, Expansion &x) {
+  const FunctionDef &f = *fi.def;
+  ExprPtr body = f.body->clone();
+  std::set<std::string> binders;
+  collectBinders(*body, binders);
+  for (const std::string &b : binders)
+    x.renames[b] = freshName(b);
+  ExprPtr out = substitute(diags_, std::move(body), x);
+  for (auto it = x.lets.rbegin(); it != x.lets.rend(); ++it) {
+    auto l = std::make_unique<Expr>(ExprKind::Let, call.args[it->second]->loc);
+    l->name = it->first;
+    l->args.push_back(std::move(call.args[it->second]));
+    l->body = std::move(out);
+    out = std::move(l);
+  }
+  expandedNodes_ += countNodes(*out);
+  if (expandedNodes_ > kMaxExpandedNodes) {
+    diags_.error(call.loc, "expanding function '" + f.name +
+                               "' makes the kernel too large (more than " +
+                               std::to_string(kMaxExpandedNodes) + " expression nodes)");
+    return false;
+  }
+  call = std::move(*out); // the call node becomes its expansion
+  return true;
+}
+
+void KernelSema::enterExpansion(Loc callLoc, const FunctionInfo &fi) {
+  diags_.pushContext(callLoc, "in call to '" + fi.def->name + "' here");
+  expanding_.push_back(&fi);
+}
+
+void KernelSema::leaveExpansion() {
+  expanding_.pop_back();
+  diags_.popContext();
+}
+
+} // namespace attnc::dsl::sema

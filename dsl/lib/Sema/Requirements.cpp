@@ -1,0 +1,82 @@
+// Sema's `require` conditions: what they may read, and which are decided at compile time.
+#include "SemaInternal.h"
+
+namespace attnc::dsl::sema {
+
+namespace {
+
+// Whether `e` uses a size: a requirement that does is checked when the kernel is called.
+bool usesSize(const Expr &e) {
+  if (e.kind == ExprKind::Ident && e.identKind == IdentKind::Size)
+    return true;
+  for (const auto &a : e.args)
+    if (usesSize(*a))
+      return true;
+  return e.body && usesSize(*e.body);
+}
+
+// Whether `e` reads a tensor or reduces: a requirement on the inputs' values (level tables,
+// index tables), checked when the kernel is called, before anything else is computed.
+bool readsData(const Expr &e) {
+  if (e.kind == ExprKind::Read || e.kind == ExprKind::Reduce)
+    return true;
+  for (const auto &a : e.args)
+    if (readsData(*a))
+      return true;
+  return e.body && readsData(*e.body);
+}
+
+} // namespace
+
+// A requirement on data may read inputs only: it runs before any definition exists.
+bool KernelSema::readsOnlyInputs(const Expr &e) {
+  bool ok = true;
+  if (e.kind == ExprKind::Read) {
+    auto it = tensors_.find(e.name);
+    if (it == tensors_.end() || it->second->role != TensorRole::Input) {
+      if (it != tensors_.end() || definitionNames_.count(e.name)) {
+        diags_.error(e.loc,
+                     "a requirement can read only inputs, not '" + e.name +
+                         "': it is checked when the kernel is called, before anything is computed");
+        ok = false;
+      }
+    } else if (!e.boundary.empty() && e.boundary != "none") {
+      diags_.error(e.loc, "a requirement reads inputs in range; '." + e.boundary +
+                              "' has no meaning here");
+      ok = false;
+    }
+  }
+  for (const auto &a : e.args)
+    ok &= readsOnlyInputs(*a);
+  if (e.body)
+    ok &= readsOnlyInputs(*e.body);
+  return ok;
+}
+
+// A requirement on sizes and constants is checked here where it can be, and otherwise when the
+// kernel is called, as is one on the inputs' values.
+void KernelSema::checkRequirement(Kernel::Requirement &r) {
+  std::vector<std::string> inner;
+  if (readsData(*r.cond)) {
+    if (!readsOnlyInputs(*r.cond))
+      return;
+    r.isData = true;
+  } else if (!isStatic(*r.cond, "a requirement", "it is checked once per call, so it", inner)) {
+    return;
+  }
+  check(*r.cond);
+  if (r.cond->type != ScalarType::Bool) {
+    if (r.cond->type != ScalarType::Unknown)
+      diags_.error(r.cond->loc, std::string("a requirement must be a condition, found ") +
+                                    scalarTypeName(r.cond->type));
+    return;
+  }
+  if (r.isData || usesSize(*r.cond))
+    return; // checked when the kernel is called
+  r.isStatic = true;
+  std::optional<double> v = evalStatic(*r.cond);
+  if (v && *v == 0)
+    diags_.error(r.loc, Kernel::failure(r));
+}
+
+} // namespace attnc::dsl::sema

@@ -1,0 +1,184 @@
+// What Sema's stages share: the builtins, the function table and one kernel's analysis state.
+#pragma once
+
+#include "attnc/dsl/Sema.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace attnc::dsl::sema {
+
+// --- builtins and reserved names (Scope.cpp) ---------------------------------------------------
+struct Builtin {
+  const char *name;
+  int arity;
+};
+const Builtin *findBuiltin(const std::string &n);
+bool isReservedKeyword(const std::string &n);
+bool isReductionName(const std::string &n);
+
+// Extent of a dimension whose range was already reported as unknown; never compared.
+inline const char *const kUnknownExtent = "<unknown>";
+
+constexpr int64_t kInt32Max = 2147483647, kInt32Min = -2147483647 - 1;
+
+// --- functions (Functions.cpp) -----------------------------------------------------------------
+// Functions (`def`) of a module, with what each parameter is: found once, before any kernel.
+struct FunctionInfo {
+  enum class Param { Unused, Scalar, Tensor };
+  FunctionDef *def = nullptr;
+  std::vector<Param> params;
+  std::vector<Loc> paramUse;     // first use of each parameter
+  std::vector<size_t> paramUses; // number of uses of each parameter in the body
+  int state = 0;                 // 0: not analysed, 1: in progress, 2: done
+  bool ok = false;               // analysed without errors
+};
+using FunctionTable = std::map<std::string, FunctionInfo>;
+
+// The module's functions by name, each checked once where it is defined.
+FunctionTable analyzeFunctions(Module &m, DiagEngine &diags);
+
+// --- constant folding (ConstFold.cpp) ----------------------------------------------------------
+// A number as the language writes it, with an optional sign: digits, an optional fraction and an
+// optional exponent (no hex, no blanks, no inf or nan).
+bool isLanguageNumber(const std::string &s);
+// The value of a checked condition over constants; nullopt for anything else.
+std::optional<double> evalStatic(const Expr &e);
+
+// --- function expansion (Expand.cpp) ----------------------------------------------------------
+// An argument cheap enough to copy into every use (names, numbers, index arithmetic); one that
+// reads a tensor is bound once with `let`. Copying keeps bare indices bare, so `w(o, c)` in a
+// function still fixes the range of the caller's index `o`.
+bool isCheapArgument(const Expr &e);
+
+// A tensor argument: the tensor, the subscripts it is already read with, and its boundary mode.
+struct View {
+  std::string tensor;
+  std::vector<const Expr *> prefix;
+  Loc loc;
+  std::string boundary;
+};
+
+// How a call's arguments replace its function's parameters in the body.
+struct Expansion {
+  std::map<std::string, View> views;                // tensor parameters
+  std::map<std::string, const Expr *> copies;       // cheap scalar arguments
+  std::map<std::string, std::string> renames;       // let-bound parameters and the body's binders
+  std::vector<std::pair<std::string, size_t>> lets; // let-bound parameters: fresh name, argument
+};
+
+// --- one kernel --------------------------------------------------------------------------------
+// A name visible in an expression: an index, or a value bound by `let`.
+struct ScopeEntry {
+  std::string name;
+  IndexDecl *index = nullptr;
+  Expr *let = nullptr;
+};
+
+// Candidate extents of an index from its uses as a bare tensor subscript.
+struct RangeUse {
+  std::string extent; // printed extent expression
+  const Expr *extentExpr;
+  std::string origin; // "k dimension 2 (Nk)"
+  Loc loc;
+};
+
+// The analysis of one kernel. Like clang's Sema, one class whose members are defined in one file
+// per stage, because the stages interleave on one expression: checking it expands the calls in it
+// (once their arguments are checked: an argument with an error is not copied into the body) and
+// infers the ranges of the indices it binds, all in the kernel's names. Each member is listed
+// under the file that defines it.
+class KernelSema {
+public:
+  KernelSema(Kernel &k, DiagEngine &d, const SemaOptions &o, FunctionTable &fns)
+      : k_(k), diags_(d), opts_(o), functions_(fns) {}
+
+  // Sema.cpp: the kernel's stages in order.
+  void run();
+
+private:
+  friend class SubscriptCheck;
+
+  Kernel &k_;
+  DiagEngine &diags_;
+  const SemaOptions &opts_;
+
+  // Sema.cpp: one definition, from its names to its subscripts.
+  void analyzeDefinition(Definition &def);
+
+  // Scope.cpp: what each name of the kernel is.
+  std::map<std::string, TensorDecl *> tensors_;
+  std::map<std::string, Loc> sizeLocs_;
+  std::map<std::string, ConstDecl *> consts_;
+  FunctionTable &functions_;
+  std::set<std::string> definitionNames_;
+  std::vector<ScopeEntry> scope_;
+  std::map<std::string, std::string> spelled_; // fresh name of an expanded binder -> its spelling
+  const std::string &shown(const std::string &n) const;
+  bool checkNewName(const std::string &name, Loc loc, const char *what);
+  void declareTensors();
+  ExprPtr dimExpr(const DimSpec &d);
+  static ExprPtr factorExpr(const std::string &symbol, long long value, Loc loc);
+  void checkIndexName(const IndexDecl &idx);
+  const ScopeEntry *lookup(const std::string &name);
+  bool isStatic(const Expr &e, const std::string &subject, const std::string &why,
+                std::vector<std::string> &inner);
+
+  // ConstFold.cpp: kernel constants (with -D overrides) and 32-bit integer values.
+  void declareConsts();
+  std::string constNote(const Expr &a, const Expr *b = nullptr);
+  void foldInt(Expr &e);
+
+  // Requirements.cpp: `require` conditions.
+  bool readsOnlyInputs(const Expr &e);
+  void checkRequirement(Kernel::Requirement &r);
+
+  // Ranges.cpp: the ranges of indices, explicit or inferred from their uses.
+  std::map<const IndexDecl *, std::vector<RangeUse>> uses_;
+  std::set<const IndexDecl *> badRange_; // indices whose explicit range was rejected
+  bool rangeIsStatic(const Expr &e, const IndexDecl &idx, std::vector<std::string> &inner);
+  void resolveRange(IndexDecl &idx);
+  void settleRange(IndexDecl &idx);
+  void settleLeftHandRanges(Definition &def, TensorDecl *target);
+
+  // Subscripts.cpp: what subscripts reach, and requirements where that can overflow 32 bits.
+  std::set<std::string> overflowChecks_; // conditions of the generated 32-bit requirements
+  void checkSubscripts(const Expr &rhs);
+
+  // Check.cpp: the types of expressions and what their names refer to.
+  const Definition *current_ = nullptr;
+  int checkDepth_ = 0;
+  bool tooDeepReported_ = false;
+  bool inSoftmax_ = false; // checking a softmax score or mask: `.exclude` reads are allowed
+  void checkSoftmax(Expr &e, Definition &def);
+  bool requireNumeric(const Expr &e, const std::string &what);
+  void check(Expr &e);
+  void checkNode(Expr &e);
+  void checkIdent(Expr &e);
+  void checkRead(Expr &e);
+  void checkCall(Expr &e);
+  void checkBinary(Expr &e);
+  void checkFunctionCall(Expr &e, const FunctionInfo &fi);
+
+  // Expand.cpp: a call of a function replaced by its body. When a call is expanded is decided by
+  // checkFunctionCall, which checks the arguments in between these steps; they know no types.
+  std::set<std::string> usedNames_;       // for fresh names of expanded functions' binders
+  std::map<std::string, int> nextSuffix_; // freshName: the first suffix not yet tried per base
+  std::vector<const FunctionInfo *> expanding_; // calls being expanded, outermost first
+  size_t expandedNodes_ = 0;
+  void collectUsedNames();
+  std::string freshName(const std::string &base);
+  bool expansionArityOk(const Expr &call, const FunctionInfo &fi);
+  bool expansionDepthOk(const Expr &call);
+  bool expansionFits(const Expr &call, const FunctionInfo &fi);
+  bool bindArgument(Expr &call, const FunctionInfo &fi, size_t i, Expansion &x);
+  bool expand(Expr &call, const FunctionInfo &fi, Expansion &x);
+  void enterExpansion(Loc callLoc, const FunctionInfo &fi);
+  void leaveExpansion();
+};
+
+} // namespace attnc::dsl::sema
