@@ -1,7 +1,7 @@
 // The command-line tools' shared main() support: llvm::cl parsing with the tools' own error texts and usage.
 //
 // Each tool declares its options as llvm::cl options in its own category and checks a value in
-// the option's callback (cl::cb), reporting through CommandLine::error. The tools' messages
+// the option's callback (cl::callback), reporting through CommandLine::error. The tools' messages
 // ("error: -o needs a path", "error: unknown option '-x'" and the usage) are what users and the
 // tests see, so cl's own diagnostics are kept out of the way: an unknown option goes to a
 // cl::Sink, a value option last on the command line gets an empty value (its check names what
