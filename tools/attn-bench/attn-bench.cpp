@@ -16,10 +16,13 @@
 #include "report.h"
 #include "torch_baseline.h"
 
+#include "ToolMain.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,23 +38,51 @@ namespace {
 
 using namespace attn_bench;
 
-void usage(FILE *f) {
-  std::fprintf(f,
-               "usage: attn-bench [--reps=N] [--quick] [--json=PATH] [--budget=S] [--python=PATH] "
-               "[ENTRY...]\n"
-               "  --reps=N       timed runs per implementation (default 10; --quick: 3)\n"
-               "  --quick        small shapes and few runs: a smoke run, not a measurement\n"
-               "  --json=PATH    also write the results as JSON (scripts/bench_table.py makes "
-               "Markdown of it)\n"
-               "  --budget=S     stop timing an implementation after S seconds and 3 runs (default "
-               "4; --quick: 0.5)\n"
-               "  --python=PATH  the Python that may import torch (default %s)\n"
-               "entries (default: all):",
-               ATTN_BENCH_PYTHON);
-  for (const Variant &v : variants())
-    std::fprintf(f, " %s", v.name);
-  std::fprintf(f, "\n");
-}
+namespace cl = llvm::cl;
+using attnc::tool::fail;
+
+cl::OptionCategory category("attn-bench options");
+// A wrong command line exits with 2, a failed run with 1.
+attnc::tool::CommandLine cli(category,
+                             "attn-bench [--reps=N] [--quick] [--json=PATH] [--budget=S] "
+                             "[--python=PATH] [ENTRY...]",
+                             "attn-bench: ", /*usageStatus=*/2);
+
+cl::list<std::string> selected(cl::Positional, cl::desc("ENTRY"), cl::cat(category),
+                               cl::callback([](const std::string &entry) {
+                                 bool known = false;
+                                 for (const Variant &v : variants())
+                                   known |= entry == v.name;
+                                 if (!known)
+                                   cli.error(selected, "unknown entry '" + entry +
+                                                           "' (attn-bench --help lists them)");
+                               }));
+
+cl::opt<int> reps("reps", cl::desc("timed runs per implementation (default 10; --quick: 3)"),
+                  cl::value_desc("N"), cl::cat(category), cl::callback([](const int &n) {
+                    if (n < 1)
+                      cli.error(reps, "--reps must be at least 1");
+                  }));
+
+cl::opt<bool> quick("quick", cl::desc("small shapes and few runs: a smoke run, not a measurement"),
+                    cl::ValueDisallowed, cl::cat(category));
+
+cl::opt<std::string>
+    json("json",
+         cl::desc("also write the results as JSON (scripts/bench_table.py makes Markdown of it)"),
+         cl::value_desc("PATH"), cl::cat(category));
+
+cl::opt<double> budget(
+    "budget",
+    cl::desc("stop timing an implementation after S seconds and 3 runs (default 4; --quick: 0.5)"),
+    cl::value_desc("S"), cl::cat(category), cl::callback([](const double &s) {
+      if (!(s > 0))
+        cli.error(budget, "--budget must be a positive number of seconds");
+    }));
+
+cl::opt<std::string>
+    python("python", cl::desc("the Python that may import torch (default " ATTN_BENCH_PYTHON ")"),
+           cl::value_desc("PATH"), cl::init(ATTN_BENCH_PYTHON), cl::cat(category));
 
 std::string cpuModel() {
   std::ifstream f("/proc/cpuinfo");
@@ -76,52 +107,20 @@ int kernelThreads() {
 } // namespace
 
 int main(int argc, char **argv) {
+  attnc::tool::Usage usage;
+  usage.options = {reps, quick, json, budget, python};
+  usage.column = 17;
+  usage.epilogue = "entries (default: all):";
+  for (const Variant &v : variants())
+    usage.epilogue += std::string(" ") + v.name;
+  usage.epilogue += "\n";
+  if (std::optional<int> rc = cli.parse(argc, argv, usage))
+    return *rc;
+
   Options o;
-  int reps = 0;
-  double budget = 0;
-  std::string json, python = ATTN_BENCH_PYTHON;
-  std::vector<std::string> selected;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a.rfind("--reps=", 0) == 0) {
-      reps = std::atoi(a.c_str() + 7);
-      if (reps < 1) {
-        std::fprintf(stderr, "attn-bench: --reps must be at least 1\n");
-        return 2;
-      }
-    } else if (a == "--quick") {
-      o.quick = true;
-    } else if (a.rfind("--json=", 0) == 0) {
-      json = a.substr(7);
-    } else if (a.rfind("--budget=", 0) == 0) {
-      budget = std::atof(a.c_str() + 9);
-      if (!(budget > 0)) {
-        std::fprintf(stderr, "attn-bench: --budget must be a positive number of seconds\n");
-        return 2;
-      }
-    } else if (a.rfind("--python=", 0) == 0) {
-      python = a.substr(9);
-    } else if (a == "-h" || a == "--help") {
-      usage(stdout);
-      return 0;
-    } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "attn-bench: unknown option '%s'\n", a.c_str());
-      usage(stderr);
-      return 2;
-    } else {
-      bool known = false;
-      for (const Variant &v : variants())
-        known |= a == v.name;
-      if (!known) {
-        std::fprintf(stderr, "attn-bench: unknown entry '%s' (attn-bench --help lists them)\n",
-                     a.c_str());
-        return 2;
-      }
-      selected.push_back(a);
-    }
-  }
-  o.reps = reps ? reps : o.quick ? 3 : 10;
-  o.budget = budget ? budget : o.quick ? 0.5 : 4.0;
+  o.quick = quick;
+  o.reps = reps.getNumOccurrences() ? reps : o.quick ? 3 : 10;
+  o.budget = budget.getNumOccurrences() ? budget : o.quick ? 0.5 : 4.0;
   o.threads = kernelThreads();
 
   RunInfo info;
@@ -166,10 +165,8 @@ int main(int argc, char **argv) {
 
   if (!json.empty()) {
     std::string err;
-    if (!writeJson(json, results, info, &err)) {
-      std::fprintf(stderr, "attn-bench: %s\n", err.c_str());
-      return 1;
-    }
+    if (!writeJson(json, results, info, &err))
+      return fail(err);
     std::printf("\nwrote %s\n", json.c_str());
   }
   bool agree = true;
@@ -177,7 +174,6 @@ int main(int argc, char **argv) {
     agree &= c.agree;
   std::fflush(stdout);
   if (!agree)
-    std::fprintf(stderr,
-                 "attn-bench: some implementations disagree with the reference (see above)\n");
-  return agree ? 0 : 1;
+    return fail("some implementations disagree with the reference (see above)");
+  return 0;
 }

@@ -3,40 +3,49 @@
 
 #include "attnc/npy.h"
 
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
-#include <sys/wait.h>
 #include <unistd.h>
+#include <vector>
 
 namespace attn_bench {
 namespace {
 
-std::string shellQuote(const std::string &s) {
-  std::string q = "'";
-  for (char c : s)
-    q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-// Runs `cmd` through the shell and returns its stdout; `rc` gets the exit status (-1: not run).
-std::string capture(const std::string &cmd, int *rc) {
-  std::string out;
-  FILE *p = popen(cmd.c_str(), "r");
-  if (!p) {
-    *rc = -1;
-    return out;
+// Runs `args` (args[0] the program, looked up on PATH unless it is a path) and returns its stdout,
+// followed by its stderr when `withStderr` (else stderr is dropped); `rc` gets the exit status (-1:
+// not run).
+std::string capture(const std::vector<std::string> &args, bool withStderr, int *rc) {
+  *rc = -1;
+  std::string program = args[0];
+  if (program.find('/') == std::string::npos) {
+    llvm::ErrorOr<std::string> found = llvm::sys::findProgramByName(program);
+    if (!found)
+      return "";
+    program = *found;
   }
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
-    out.append(buf, n);
-  const int st = pclose(p);
-  *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return out;
+  llvm::SmallString<128> out;
+  if (llvm::sys::fs::createTemporaryFile("attn-bench-out", "txt", out))
+    return "";
+  llvm::FileRemover remove(out);
+  std::vector<llvm::StringRef> argv(args.begin(), args.end());
+  std::optional<llvm::StringRef> err =
+      withStderr ? std::optional<llvm::StringRef>(out.str()) : std::optional<llvm::StringRef>("");
+  int status = llvm::sys::ExecuteAndWait(program, argv, /*Env=*/std::nullopt,
+                                         {std::nullopt, out.str(), err});
+  *rc = status < 0 ? -1 : status;
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> text = llvm::MemoryBuffer::getFile(out);
+  return text ? (*text)->getBuffer().str() : std::string();
 }
 
 // The number after "key": in the script's one-line JSON report (its keys are fixed and flat).
@@ -56,9 +65,8 @@ std::unique_ptr<TorchBaseline> TorchBaseline::detect(const std::string &python,
                                                      const std::string &script) {
   int rc = 0;
   const std::string version =
-      capture(shellQuote(python) +
-                  " -c 'import sys, torch; sys.stdout.write(torch.__version__)' 2>/dev/null",
-              &rc);
+      capture({python, "-c", "import sys, torch; sys.stdout.write(torch.__version__)"},
+              /*withStderr=*/false, &rc);
   if (rc != 0 || version.empty())
     return nullptr;
   return std::unique_ptr<TorchBaseline>(new TorchBaseline(python, script, version));
@@ -100,9 +108,8 @@ bool TorchBaseline::run(const std::string &entry, const std::string &constsJson,
   std::ofstream((dir / "meta.json").string()) << meta.str() << "\n";
 
   int rc = 0;
-  const std::string out = capture(shellQuote(python_) + " " + shellQuote(script_) + " " +
-                                      shellQuote(entry) + " " + shellQuote(dir.string()) + " 2>&1",
-                                  &rc);
+  const std::string out =
+      capture({python_, script_, entry, dir.string()}, /*withStderr=*/true, &rc);
   if (rc != 0) {
     *err = "torch_baseline.py failed (exit " + std::to_string(rc) + "): " + out;
     return false;

@@ -8,6 +8,8 @@
 #include "attnc/output.h"
 #include "attnc/runtime.h"
 
+#include "ToolMain.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -16,37 +18,118 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace {
 
-const char *kUsage =
-    "usage: attn-run FILE.attn --input NAME=IN.npy ... [--output NAME=OUT.npy ...] [options]\n"
-    "  --target=T     'host' (default), a Halide CPU target string, or a CUDA target\n"
-    "                 (x86-64-linux-cuda-cuda_capability_80|86: needs a CUDA device and driver)\n"
-    "  --schedule=S   auto (default), none, or a rule name\n"
-    "  --kernel=NAME  kernel to run when the file has several\n"
-    "  -D NAME=VALUE  override a kernel constant\n"
-    "  -I DIR         also search DIR for imported .attn files\n"
-    "  --sample-order=O  auto (default: by cost at the inputs' sizes), sample-first or "
-    "project-first\n"
-    "  --online-softmax=M  on (default) or off: fuse softmax and the weighted sum over its axis\n"
-    "  --online-tile=N   keys per tile of the online softmax (default 128, or the key count "
-    "rounded\n"
-    "                 up to 16 when the inputs have fewer)\n"
-    "  --tile-stats   also print, per online softmax, how many (row block, key tile) pairs the "
-    "kernel\n"
-    "                 visits at these inputs and how many of those test the mask\n"
-    "  --reference    evaluate with the fp64 reference interpreter instead of Halide (outputs are\n"
-    "                 written as float32/int32 like the compiled ones; --target and --schedule "
-    "are\n"
-    "                 ignored)\n"
-    "Inputs must be little-endian, C-order float32 or int32 arrays. Every output is summarised;\n"
-    "those named with --output are written.\n";
+bool splitAssign(const std::string &s, std::string *name, std::string *path);
 
-int fail(const std::string &msg) {
-  std::cerr << "error: " << msg << "\n";
-  return 1;
-}
+namespace cl = llvm::cl;
+using attnc::tool::fail;
+
+cl::OptionCategory category("attn-run options");
+attnc::tool::CommandLine cli(category,
+                             "attn-run FILE.attn --input NAME=IN.npy ... [--output NAME=OUT.npy "
+                             "...] [options]",
+                             "error: ");
+
+cl::list<std::string> kernelFiles(cl::Positional, cl::desc("FILE.attn"), cl::cat(category),
+                                  cl::callback([](const std::string &file) {
+                                    if (kernelFiles.size() > 1)
+                                      cli.error(kernelFiles, "more than one kernel file ('" +
+                                                                 kernelFiles[0] + "' and '" + file +
+                                                                 "')");
+                                  }));
+
+cl::list<std::string> inputArgs("input", cl::desc("an input of the kernel (repeated for each)"),
+                                cl::value_desc("NAME=IN.npy"), cl::cat(category),
+                                cl::callback([](const std::string &v) {
+                                  std::string name, path;
+                                  if (!splitAssign(v, &name, &path))
+                                    cli.error(inputArgs,
+                                              "--input expects NAME=FILE.npy, got '" + v + "'");
+                                }));
+
+cl::list<std::string>
+    outputArgs("output", cl::desc("write this output to OUT.npy"), cl::value_desc("NAME=OUT.npy"),
+               cl::cat(category), cl::callback([](const std::string &v) {
+                 std::string name, path;
+                 if (!splitAssign(v, &name, &path))
+                   cli.error(outputArgs, "--output expects NAME=FILE.npy, got '" + v + "'");
+               }));
+
+cl::opt<std::string>
+    targetStr("target",
+              cl::desc("'host' (default), a Halide CPU target string, or a CUDA target\n"
+                       "(x86-64-linux-cuda-cuda_capability_80|86: needs a CUDA device and driver)"),
+              cl::value_desc("T"), cl::init("host"), cl::cat(category));
+
+cl::opt<std::string> schedule("schedule", cl::desc("auto (default), none, or a rule name"),
+                              cl::value_desc("S"), cl::init("auto"), cl::cat(category));
+
+cl::opt<std::string> kernelName("kernel", cl::desc("kernel to run when the file has several"),
+                                cl::value_desc("NAME"), cl::cat(category));
+
+cl::list<std::string> defines("D", cl::desc("override a kernel constant"),
+                              cl::value_desc("NAME=VALUE"), cl::Prefix, cl::cat(category),
+                              cl::callback([](const std::string &def) {
+                                std::string name, value;
+                                if (!splitAssign(def, &name, &value))
+                                  cli.error(defines, "-D expects NAME=VALUE, got '" + def + "'");
+                              }));
+
+cl::list<std::string> importDirs("I", cl::desc("also search DIR for imported .attn files"),
+                                 cl::value_desc("DIR"), cl::Prefix, cl::cat(category),
+                                 cl::callback([](const std::string &dir) {
+                                   if (dir.empty())
+                                     cli.error(importDirs, "-I needs a directory");
+                                 }));
+
+cl::opt<std::string> sampleOrder(
+    "sample-order",
+    cl::desc("auto (default: by cost at the inputs' sizes), sample-first or project-first"),
+    cl::value_desc("O"), cl::init("auto"), cl::cat(category),
+    cl::callback([](const std::string &o) {
+      attnc::SampleOrder parsed;
+      if (!attnc::parseSampleOrder(o, &parsed))
+        cli.error(sampleOrder, "unknown --sample-order '" + o +
+                                   "' (expected auto, sample-first or project-first)");
+    }));
+
+cl::opt<std::string>
+    onlineSoftmax("online-softmax",
+                  cl::desc("on (default) or off: fuse softmax and the weighted sum over its axis"),
+                  cl::value_desc("M"), cl::cat(category), cl::callback([](const std::string &m) {
+                    if (m != "on" && m != "off")
+                      cli.error(onlineSoftmax,
+                                "unknown --online-softmax '" + m + "' (expected on or off)");
+                  }));
+
+cl::opt<std::string> onlineTile(
+    "online-tile",
+    cl::desc("keys per tile of the online softmax (default 128, or the key count rounded\n"
+             "up to 16 when the inputs have fewer)"),
+    cl::value_desc("N"), cl::cat(category), cl::callback([](const std::string &t) {
+      if (!attnc::tool::parseInteger(t, attnc::kMinOnlineTile, attnc::kMaxOnlineTile))
+        cli.error(onlineTile, "--online-tile expects a key count in " +
+                                  std::to_string(attnc::kMinOnlineTile) + ".." +
+                                  std::to_string(attnc::kMaxOnlineTile) + ", got '" + t + "'");
+    }));
+
+cl::opt<bool> tileStats(
+    "tile-stats",
+    cl::desc("also print, per online softmax, how many (row block, key tile) pairs the kernel\n"
+             "visits at these inputs and how many of those test the mask"),
+    cl::ValueDisallowed, cl::cat(category));
+
+cl::opt<bool> reference(
+    "reference",
+    cl::desc("evaluate with the fp64 reference interpreter instead of Halide (outputs are\n"
+             "written as float32/int32 like the compiled ones; --target and --schedule are\n"
+             "ignored)"),
+    cl::ValueDisallowed, cl::cat(category));
 
 bool splitAssign(const std::string &s, std::string *name, std::string *path) {
   size_t eq = s.find('=');
@@ -55,6 +138,17 @@ bool splitAssign(const std::string &s, std::string *name, std::string *path) {
   *name = s.substr(0, eq);
   *path = s.substr(eq + 1);
   return true;
+}
+
+// NAME=VALUE arguments (checked by splitAssign as they were parsed) as pairs.
+std::vector<std::pair<std::string, std::string>> assignments(const std::vector<std::string> &args) {
+  std::vector<std::pair<std::string, std::string>> pairs;
+  std::string name, value;
+  for (const std::string &a : args) {
+    splitAssign(a, &name, &value);
+    pairs.emplace_back(name, value);
+  }
+  return pairs;
 }
 
 // A Halide buffer over caller memory; Halide's dimension 0 is the innermost (last C) one.
@@ -249,85 +343,42 @@ int runReference(const attnc::dsl::Module &m, const std::string &kernelName,
   return 0;
 }
 
+// The compilation the options ask for (their values were checked as they were parsed).
+attnc::CompileOptions compileOptions() {
+  attnc::CompileOptions co;
+  co.path = kernelFiles.empty() ? std::string() : kernelFiles[0];
+  co.target = targetStr;
+  co.kernel = kernelName;
+  for (const auto &[name, value] : assignments(defines))
+    co.frontEnd.sema.defines.emplace_back(name, value);
+  co.frontEnd.importPaths.assign(importDirs.begin(), importDirs.end());
+  attnc::parseSampleOrder(sampleOrder, &co.passes.sampleOrder);
+  if (onlineSoftmax.getNumOccurrences())
+    co.onlineSoftmax = onlineSoftmax == "on";
+  if (onlineTile.getNumOccurrences())
+    co.passes.onlineTile =
+        *attnc::tool::parseInteger(onlineTile, attnc::kMinOnlineTile, attnc::kMaxOnlineTile);
+  return co;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   attnc::install_cleanup_handlers();
-  attnc::CompileOptions co;
-  std::string &input = co.path;
-  std::string &targetStr = co.target;
-  std::string &kernelName = co.kernel;
-  attnc::dsl::FrontEndOptions &feOpts = co.frontEnd;
-  attnc::dsl::SemaOptions &sema = feOpts.sema;
-  attnc::PipelineOptions &passOpts = co.passes;
-  std::string schedule = "auto";
-  std::vector<std::pair<std::string, std::string>> ins, outs;
-  bool reference = false, tileStats = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string { return ++i < argc ? argv[i] : ""; };
-    std::string name, path;
-    if (a == "-h" || a == "--help") {
-      std::cout << kUsage;
-      return 0;
-    } else if (a == "--input" || a.rfind("--input=", 0) == 0) {
-      std::string v = a == "--input" ? next() : a.substr(8);
-      if (!splitAssign(v, &name, &path))
-        return fail("--input expects NAME=FILE.npy, got '" + v + "'");
-      ins.emplace_back(name, path);
-    } else if (a == "--output" || a.rfind("--output=", 0) == 0) {
-      std::string v = a == "--output" ? next() : a.substr(9);
-      if (!splitAssign(v, &name, &path))
-        return fail("--output expects NAME=FILE.npy, got '" + v + "'");
-      outs.emplace_back(name, path);
-    } else if (a.rfind("--target=", 0) == 0) {
-      targetStr = a.substr(9);
-    } else if (a.rfind("--schedule=", 0) == 0) {
-      schedule = a.substr(11);
-    } else if (a.rfind("--kernel=", 0) == 0) {
-      kernelName = a.substr(9);
-    } else if (a.rfind("--sample-order=", 0) == 0) {
-      if (!attnc::parseSampleOrder(a.substr(15), &passOpts.sampleOrder))
-        return fail("unknown --sample-order '" + a.substr(15) +
-                    "' (expected auto, sample-first or project-first)");
-    } else if (a.rfind("--online-softmax=", 0) == 0) {
-      std::string m = a.substr(17);
-      if (m != "on" && m != "off")
-        return fail("unknown --online-softmax '" + m + "' (expected on or off)");
-      co.onlineSoftmax = m == "on";
-    } else if (a.rfind("--online-tile=", 0) == 0) {
-      std::string t = a.substr(14);
-      char *end = nullptr;
-      long v = t.empty() ? 0 : std::strtol(t.c_str(), &end, 10);
-      if (t.empty() || *end || v < attnc::kMinOnlineTile || v > attnc::kMaxOnlineTile)
-        return fail("--online-tile expects a key count in " +
-                    std::to_string(attnc::kMinOnlineTile) + ".." +
-                    std::to_string(attnc::kMaxOnlineTile) + ", got '" + t + "'");
-      passOpts.onlineTile = v;
-    } else if (a == "--reference") {
-      reference = true;
-    } else if (a == "--tile-stats") {
-      tileStats = true;
-    } else if (a.rfind("-I", 0) == 0) {
-      std::string dir = a == "-I" ? next() : a.substr(2);
-      if (dir.empty())
-        return fail("-I needs a directory");
-      feOpts.importPaths.push_back(dir);
-    } else if (a.rfind("-D", 0) == 0) {
-      std::string def = a == "-D" ? next() : a.substr(2);
-      if (!splitAssign(def, &name, &path))
-        return fail("-D expects NAME=VALUE, got '" + def + "'");
-      sema.defines.emplace_back(name, path);
-    } else if (!a.empty() && a[0] == '-') {
-      return fail("unknown option '" + a + "'\n" + kUsage);
-    } else if (input.empty()) {
-      input = a;
-    } else {
-      return fail("more than one kernel file ('" + input + "' and '" + a + "')");
-    }
-  }
+  attnc::tool::Usage usage;
+  usage.options = {inputArgs,  outputArgs,  targetStr,     schedule,   kernelName, defines,
+                   importDirs, sampleOrder, onlineSoftmax, onlineTile, tileStats,  reference};
+  usage.epilogue = "Inputs must be little-endian, C-order float32 or int32 arrays. Every output is "
+                   "summarised;\nthose named with --output are written.\n";
+  if (std::optional<int> rc = cli.parse(argc, argv, usage))
+    return *rc;
+
+  const attnc::CompileOptions co = compileOptions();
+  const std::string &input = co.path;
+  const std::vector<std::pair<std::string, std::string>> ins = assignments(inputArgs),
+                                                         outs = assignments(outputArgs);
   if (input.empty())
-    return fail(std::string("no kernel file\n") + kUsage);
+    return cli.failWithUsage("no kernel file");
 
   attnc::Compilation comp(co, std::cerr);
   if (!comp.parse())

@@ -15,7 +15,12 @@
 #include "attnc/output.h"
 #include "attnc/runtime.h"
 
+#include "ToolMain.h"
+
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
 
 #include <algorithm>
 #include <chrono>
@@ -29,6 +34,8 @@
 #include <functional>
 #include <iomanip>
 #include <iostream>
+#include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -46,35 +53,123 @@ using Clock = std::chrono::steady_clock;
 constexpr int kConfirmRounds = 7;
 constexpr double kConfirmMargin = 0.03;
 
-const char *kUsage =
-    "usage: attn-tune FILE.attn --sizes=N=V,... [options]\n"
-    "  --sizes=N=V,...    the sizes to tune for (every size the inputs use, unless -i gives it)\n"
-    "  --kernel=NAME      kernel to tune when the file has several\n"
-    "  --target=T         'host' (default), a Halide CPU target string, or a CUDA target (see "
-    "below)\n"
-    "  --budget=SECONDS   wall-clock time for the search (default 60); the autoschedulers come "
-    "after\n"
-    "  --max-trials=N     also stop after N configurations besides the default (a search of fixed\n"
-    "                     size whatever the machine's speed)\n"
-    "  --db=PATH          tuning database to update (default: attnc-tuning.json beside FILE)\n"
-    "  --reps=N           timed runs per configuration, median taken (default 5)\n"
-    "  -i NAME=FILE.npy   an input's values (needed for integer inputs such as level tables)\n"
-    "  --restart          forget this entry's earlier measurements instead of resuming\n"
-    "  --no-baselines     skip Halide's autoschedulers\n"
-    "  --ptxas=PATH       ptxas for CUDA targets (default: on PATH, or /usr/local/cuda/bin/ptxas)\n"
-    "A CUDA target (x86-64-linux-cuda-cuda_capability_80|86) is checked offline: every "
-    "configuration\n"
-    "of the rule's block and thread knobs is compiled to PTX and assembled by ptxas; the "
-    "resources\n"
-    "are recorded in the database for a run on a GPU. Nothing is timed: the default stays unless "
-    "it\n"
-    "spills, else the spill-free configuration with the fewest registers is kept.\n"
-    "  -D NAME=VALUE, -I DIR   as for attnc\n";
+namespace cl = llvm::cl;
+using attnc::tool::fail;
 
-int fail(const std::string &msg) {
-  std::cerr << "attn-tune: error: " << msg << "\n";
-  return 1;
+cl::OptionCategory category("attn-tune options");
+attnc::tool::CommandLine cli(category, "attn-tune FILE.attn --sizes=N=V,... [options]",
+                             "attn-tune: error: ");
+
+// `text` as a number in lo..hi, or nullopt.
+std::optional<double> parseNumber(const std::string &text, double lo, double hi) {
+  char *end = nullptr;
+  double d = text.empty() ? 0 : std::strtod(text.c_str(), &end);
+  if (text.empty() || *end || !(d >= lo && d <= hi))
+    return std::nullopt;
+  return d;
 }
+// ... and a whole one.
+std::optional<int> parseCount(const std::string &text, int hi) {
+  std::optional<double> d = parseNumber(text, 1, hi);
+  if (!d || *d != std::floor(*d))
+    return std::nullopt;
+  return (int)*d;
+}
+
+cl::list<std::string> inputs(cl::Positional, cl::desc("FILE.attn"), cl::cat(category),
+                             cl::callback([](const std::string &file) {
+                               if (inputs.size() > 1)
+                                 cli.error(inputs, "more than one input file ('" + inputs[0] +
+                                                       "' and '" + file + "')");
+                             }));
+
+cl::list<std::string> sizesArgs(
+    "sizes", cl::desc("the sizes to tune for (every size the inputs use, unless -i gives it)"),
+    cl::value_desc("N=V,..."), cl::cat(category), cl::callback([](const std::string &text) {
+      std::map<std::string, int64_t> parsed;
+      std::string err;
+      if (!attnc::parseSizes(text, &parsed, &err))
+        cli.error(sizesArgs, err);
+    }));
+
+cl::opt<std::string> kernelArg("kernel", cl::desc("kernel to tune when the file has several"),
+                               cl::value_desc("NAME"), cl::cat(category));
+
+cl::opt<std::string> targetArg(
+    "target",
+    cl::desc("'host' (default), a Halide CPU target string, or a CUDA target (see below)"),
+    cl::value_desc("T"), cl::init("host"), cl::cat(category));
+
+cl::opt<std::string> budgetArg(
+    "budget",
+    cl::desc("wall-clock time for the search (default 60); the autoschedulers come after"),
+    cl::value_desc("SECONDS"), cl::init("60"), cl::cat(category),
+    cl::callback([](const std::string &v) {
+      if (!parseNumber(v, 1, 7 * 24 * 3600))
+        cli.error(budgetArg, "--budget expects seconds in 1..604800, got '" + v + "'");
+    }));
+
+cl::opt<std::string> maxTrialsArg(
+    "max-trials",
+    cl::desc("also stop after N configurations besides the default (a search of fixed\n"
+             "size whatever the machine's speed)"),
+    cl::value_desc("N"), cl::cat(category), cl::callback([](const std::string &v) {
+      if (!parseCount(v, 1000000))
+        cli.error(maxTrialsArg, "--max-trials expects a count in 1..1000000, got '" + v + "'");
+    }));
+
+cl::opt<std::string>
+    dbArg("db", cl::desc("tuning database to update (default: attnc-tuning.json beside FILE)"),
+          cl::value_desc("PATH"), cl::cat(category), cl::callback([](const std::string &path) {
+            if (path.empty())
+              cli.error(dbArg, "--db needs a path");
+          }));
+
+cl::opt<std::string>
+    repsArg("reps", cl::desc("timed runs per configuration, median taken (default 5)"),
+            cl::value_desc("N"), cl::init("5"), cl::cat(category),
+            cl::callback([](const std::string &v) {
+              if (!parseCount(v, 1000))
+                cli.error(repsArg, "--reps expects a count in 1..1000, got '" + v + "'");
+            }));
+
+cl::list<std::string>
+    inputFiles("i", cl::desc("an input's values (needed for integer inputs such as level tables)"),
+               cl::value_desc("NAME=FILE.npy"), cl::Prefix, cl::cat(category),
+               cl::callback([](const std::string &s) {
+                 size_t eq = s.find('=');
+                 if (s.empty())
+                   cli.error(inputFiles, "-i needs NAME=FILE.npy");
+                 else if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+                   cli.error(inputFiles, "-i expects NAME=FILE.npy, got '" + s + "'");
+               }));
+
+cl::opt<bool> restartArg("restart",
+                         cl::desc("forget this entry's earlier measurements instead of resuming"),
+                         cl::ValueDisallowed, cl::cat(category));
+
+cl::opt<bool> noBaselines("no-baselines", cl::desc("skip Halide's autoschedulers"),
+                          cl::ValueDisallowed, cl::cat(category));
+
+cl::opt<std::string>
+    ptxasArg("ptxas",
+             cl::desc("ptxas for CUDA targets (default: on PATH, or /usr/local/cuda/bin/ptxas)"),
+             cl::value_desc("PATH"), cl::cat(category));
+
+cl::list<std::string> defines("D", cl::desc("override a kernel constant, as for attnc"),
+                              cl::value_desc("NAME=VALUE"), cl::Prefix, cl::cat(category),
+                              cl::callback([](const std::string &def) {
+                                size_t eq = def.find('=');
+                                if (eq == std::string::npos || eq == 0)
+                                  cli.error(defines, "-D expects NAME=VALUE, got '" + def + "'");
+                              }));
+
+cl::list<std::string> importDirs("I", cl::desc("also search DIR for imports, as for attnc"),
+                                 cl::value_desc("DIR"), cl::Prefix, cl::cat(category),
+                                 cl::callback([](const std::string &dir) {
+                                   if (dir.empty())
+                                     cli.error(importDirs, "-I needs a directory");
+                                 }));
 
 std::string machineName() {
   std::ifstream in("/proc/cpuinfo");
@@ -310,15 +405,16 @@ struct Resources {
 
 bool runPtxas(const std::string &ptxas, const std::string &ptx, const std::string &arch,
               Resources *r, std::string *err) {
-  std::string cmd = "'" + ptxas + "' -arch=" + arch + " -v '" + ptx + "' -o /dev/null 2>&1";
-  FILE *f = popen(cmd.c_str(), "r");
-  if (!f)
-    return *err = "cannot run ptxas", false;
-  std::string text;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, f))
-    text.append(buf, n);
-  int rc = pclose(f);
+  // ptxas's report (stdout and stderr together) beside the PTX it assembles.
+  const std::string log = ptx + ".log";
+  std::string why;
+  int rc = llvm::sys::ExecuteAndWait(ptxas, {ptxas, "-arch=" + arch, "-v", ptx, "-o", "/dev/null"},
+                                     /*Env=*/std::nullopt, {std::nullopt, log, log},
+                                     /*SecondsToWait=*/0, /*MemoryLimit=*/0, &why);
+  std::string text = why;
+  if (auto buf = llvm::MemoryBuffer::getFile(log))
+    text = (*buf)->getBuffer().str() + text;
+  llvm::sys::fs::remove(log);
   if (rc != 0)
     return *err = "ptxas failed: " + text.substr(0, 300), false;
   std::istringstream in(text);
@@ -354,13 +450,10 @@ bool runPtxas(const std::string &ptxas, const std::string &ptx, const std::strin
 int tuneOffline(Tuner &tu, const std::string &input, const std::string &dbPath, attnc::TuningDb &db,
                 std::string ptxas, bool baselines) {
   if (ptxas.empty()) {
-    for (std::string cand : {std::string("ptxas"), std::string("/usr/local/cuda/bin/ptxas")}) {
-      std::string probe = "command -v '" + cand + "' > /dev/null 2>&1";
-      if (std::system(probe.c_str()) == 0) {
-        ptxas = cand;
-        break;
-      }
-    }
+    if (llvm::ErrorOr<std::string> onPath = llvm::sys::findProgramByName("ptxas"))
+      ptxas = *onPath;
+    else if (llvm::sys::fs::can_execute("/usr/local/cuda/bin/ptxas"))
+      ptxas = "/usr/local/cuda/bin/ptxas";
     if (ptxas.empty())
       return fail(
           "a CUDA target is checked with ptxas, which is not installed (give --ptxas=PATH)");
@@ -503,90 +596,46 @@ int tuneOffline(Tuner &tu, const std::string &input, const std::string &dbPath, 
 
 int main(int argc, char **argv) {
   attnc::install_cleanup_handlers();
-  std::string input, targetStr = "host", dbPath, kernelName;
-  double budget = 60;
-  int reps = 5, maxTrials = 0;
-  bool restart = false, baselines = true;
-  std::string ptxasPath;
+  attnc::tool::Usage usage;
+  usage.options = {sizesArgs,  kernelArg,  targetArg,   budgetArg, maxTrialsArg, dbArg,     repsArg,
+                   inputFiles, restartArg, noBaselines, ptxasArg,  defines,      importDirs};
+  usage.column = 21;
+  usage.epilogue =
+      "A CUDA target (x86-64-linux-cuda-cuda_capability_80|86) is checked offline: every "
+      "configuration\n"
+      "of the rule's block and thread knobs is compiled to PTX and assembled by ptxas; the "
+      "resources\n"
+      "are recorded in the database for a run on a GPU. Nothing is timed: the default stays unless "
+      "it\n"
+      "spills, else the spill-free configuration with the fewest registers is kept.\n";
+  if (std::optional<int> rc = cli.parse(argc, argv, usage))
+    return *rc;
+
+  // The options checked their values as they were parsed: what is left is putting them together.
+  const std::string input = inputs.empty() ? std::string() : inputs[0];
+  std::string targetStr = targetArg, dbPath = dbArg, kernelName = kernelArg;
+  const double budget = *parseNumber(budgetArg, 1, 7 * 24 * 3600);
+  const int reps = *parseCount(repsArg, 1000);
+  const int maxTrials = maxTrialsArg.getNumOccurrences() ? *parseCount(maxTrialsArg, 1000000) : 0;
+  const bool restart = restartArg, baselines = !noBaselines;
+  const std::string ptxasPath = ptxasArg;
   attnc::dsl::FrontEndOptions feOpts;
+  for (const std::string &def : defines) {
+    size_t eq = def.find('=');
+    feOpts.sema.defines.emplace_back(def.substr(0, eq), def.substr(eq + 1));
+  }
+  feOpts.importPaths.assign(importDirs.begin(), importDirs.end());
   std::map<std::string, int64_t> sizes;
+  std::string parseErr;
+  for (const std::string &text : sizesArgs)
+    attnc::parseSizes(text, &sizes, &parseErr);
   std::map<std::string, std::string> inPaths;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&](const std::string &flag) { return a.substr(flag.size() + 1); };
-    auto number = [&](const std::string &flag, double lo, double hi, double *out) {
-      std::string v = value(flag);
-      char *end = nullptr;
-      double d = v.empty() ? 0 : std::strtod(v.c_str(), &end);
-      if (v.empty() || *end || !(d >= lo && d <= hi))
-        return false;
-      *out = d;
-      return true;
-    };
-    if (a == "-h" || a == "--help") {
-      std::cout << kUsage;
-      return 0;
-    } else if (a.rfind("--sizes=", 0) == 0) {
-      std::string err;
-      if (!attnc::parseSizes(value("--sizes"), &sizes, &err))
-        return fail(err);
-    } else if (a.rfind("--kernel=", 0) == 0) {
-      kernelName = value("--kernel");
-    } else if (a.rfind("--target=", 0) == 0) {
-      targetStr = value("--target");
-    } else if (a.rfind("--budget=", 0) == 0) {
-      if (!number("--budget", 1, 7 * 24 * 3600, &budget))
-        return fail("--budget expects seconds in 1..604800, got '" + value("--budget") + "'");
-    } else if (a.rfind("--max-trials=", 0) == 0) {
-      double r;
-      if (!number("--max-trials", 1, 1000000, &r) || r != std::floor(r))
-        return fail("--max-trials expects a count in 1..1000000, got '" + value("--max-trials") +
-                    "'");
-      maxTrials = (int)r;
-    } else if (a.rfind("--reps=", 0) == 0) {
-      double r;
-      if (!number("--reps", 1, 1000, &r) || r != std::floor(r))
-        return fail("--reps expects a count in 1..1000, got '" + value("--reps") + "'");
-      reps = (int)r;
-    } else if (a.rfind("--db=", 0) == 0) {
-      dbPath = value("--db");
-      if (dbPath.empty())
-        return fail("--db needs a path");
-    } else if (a == "-i") {
-      if (++i >= argc)
-        return fail("-i needs NAME=FILE.npy");
-      std::string s = argv[i];
-      size_t eq = s.find('=');
-      if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
-        return fail("-i expects NAME=FILE.npy, got '" + s + "'");
-      inPaths[s.substr(0, eq)] = s.substr(eq + 1);
-    } else if (a.rfind("--ptxas=", 0) == 0) {
-      ptxasPath = value("--ptxas");
-    } else if (a == "--restart") {
-      restart = true;
-    } else if (a == "--no-baselines") {
-      baselines = false;
-    } else if (a.rfind("-I", 0) == 0) {
-      std::string dir = a == "-I" ? (i + 1 < argc ? argv[++i] : "") : a.substr(2);
-      if (dir.empty())
-        return fail("-I needs a directory");
-      feOpts.importPaths.push_back(dir);
-    } else if (a.rfind("-D", 0) == 0) {
-      std::string def = a == "-D" ? (i + 1 < argc ? argv[++i] : "") : a.substr(2);
-      size_t eq = def.find('=');
-      if (eq == std::string::npos || eq == 0)
-        return fail("-D expects NAME=VALUE, got '" + def + "'");
-      feOpts.sema.defines.emplace_back(def.substr(0, eq), def.substr(eq + 1));
-    } else if (!a.empty() && a[0] == '-') {
-      return fail("unknown option '" + a + "'\n" + kUsage);
-    } else if (input.empty()) {
-      input = a;
-    } else {
-      return fail("more than one input file ('" + input + "' and '" + a + "')");
-    }
+  for (const std::string &s : inputFiles) {
+    size_t eq = s.find('=');
+    inPaths[s.substr(0, eq)] = s.substr(eq + 1);
   }
   if (input.empty())
-    return fail(std::string("no input file\n") + kUsage);
+    return cli.failWithUsage("no input file");
   if (sizes.empty() && inPaths.empty())
     return fail(
         "attn-tune needs --sizes: the shapes to tune for (e.g. --sizes=B=1,H=8,N=2048,D=64)");
