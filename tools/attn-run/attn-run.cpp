@@ -107,16 +107,19 @@ cl::opt<std::string>
                                 "unknown --online-softmax '" + m + "' (expected on or off)");
                   }));
 
-cl::opt<std::string> onlineTile(
-    "online-tile",
-    cl::desc("keys per tile of the online softmax (default 128, or the key count rounded\n"
-             "up to 16 when the inputs have fewer)"),
-    cl::value_desc("N"), cl::cat(category), cl::callback([](const std::string &t) {
-      if (!attnc::tool::parseInteger(t, attnc::kMinOnlineTile, attnc::kMaxOnlineTile))
-        cli.error(onlineTile, "--online-tile expects a key count in " +
-                                  std::to_string(attnc::kMinOnlineTile) + ".." +
-                                  std::to_string(attnc::kMaxOnlineTile) + ", got '" + t + "'");
-    }));
+// The default tile comes from its one definition (Passes.h).
+const std::string onlineTileDesc =
+    "keys per tile of the online softmax (default " + std::to_string(attnc::kDefaultOnlineTile) +
+    ", or the key count rounded\nup to 16 when the inputs have fewer)";
+cl::opt<std::string>
+    onlineTile("online-tile", cl::desc(onlineTileDesc), cl::value_desc("N"), cl::cat(category),
+               cl::callback([](const std::string &t) {
+                 if (!attnc::tool::parseInteger(t, attnc::kMinOnlineTile, attnc::kMaxOnlineTile))
+                   cli.error(onlineTile, "--online-tile expects a key count in " +
+                                             std::to_string(attnc::kMinOnlineTile) + ".." +
+                                             std::to_string(attnc::kMaxOnlineTile) + ", got '" + t +
+                                             "'");
+               }));
 
 cl::opt<bool> tileStats(
     "tile-stats",

@@ -86,7 +86,8 @@ std::string describeTileVisits(const TileVisitCount &c);
 bool sameFile(const std::string &a, const std::string &b);
 
 // The C++ header that describes a compiled kernel to the runtime (`<prefix>.attnc.h`).
-// `schedule` is recorded in the descriptor (KernelDesc::schedule; attnc passes describeSchedule's).
+// `schedule` is recorded in the descriptor (KernelDesc::schedule; attnc passes
+// Selection::describe's).
 std::string runtimeDescriptorHeader(const LoweredKernel &k, const std::string &halideHeader,
                                     const std::string &targetKey, const Halide::Target &target,
                                     const std::string &source, const std::string &schedule = "");

@@ -83,7 +83,7 @@ struct KernelDesc {
   int (*argv_fn)(void **);
   int (*copy_to_host)(void *user_context, ::halide_buffer_t *buf) = nullptr;
   int (*device_free)(void *user_context, ::halide_buffer_t *buf) = nullptr;
-  // What attnc scheduled it with (attnc::describeSchedule: the rule, the knobs it set away from
+  // What attnc scheduled it with (attnc::Selection::describe: the rule, the knobs it set away from
   // the rule's defaults, the online softmax's key tile); null where unknown.
   const char *schedule = nullptr;
 };
