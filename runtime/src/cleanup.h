@@ -25,4 +25,20 @@ extern std::atomic<int> g_pending;
 // Set while TempDir calls mkdtemp: it registers its directory itself.
 extern thread_local bool t_own_temp_dir;
 
+// Holds the signals back (g_defer) for its lifetime, then acts on one that came meanwhile: around
+// a commit's renames, and between creating a temporary directory and registering it, where a
+// signal would otherwise leave the directory behind.
+class DeferSignals {
+public:
+  DeferSignals() { ++g_defer; }
+  ~DeferSignals() {
+    if (--g_defer == 0) {
+      if (int sig = g_pending.exchange(0))
+        die(sig);
+    }
+  }
+  DeferSignals(const DeferSignals &) = delete;
+  DeferSignals &operator=(const DeferSignals &) = delete;
+};
+
 } // namespace attnc::detail

@@ -56,6 +56,8 @@ extern "C" char *mkdtemp(char *templ) {
   if (real == nullptr)
     return nullptr;
   const bool halide = std::strcmp(templ, "/tmp/XXXXXX") == 0;
+  // Created and registered with signals held back, or a signal in between would leave it.
+  attnc::detail::DeferSignals defer;
   char *made = real(templ);
   if (made != nullptr && halide && !attnc::detail::t_own_temp_dir) {
     // Halide removes its directories itself: their slots are freed here, not by it.
