@@ -1,0 +1,553 @@
+// HalideGen: attn.online_softmax as FlashAttention's streaming form over key tiles, with its tile-visit counts.
+#include "Lowerer.h"
+
+namespace attnc::lowering {
+
+// attn.online_softmax (attn-online-softmax): FlashAttention's streaming softmax over key tiles
+// of `tile` slots. Per tile: the row max of the scores (`__tmax`), their exps against it
+// (`__texp`), the exp sum (`__tsum`) and the exps times the value (`__tpv`); the state
+// (`__state`: running max, sum, accumulator) folds one tile per step of an RDom over the tiles,
+// rescaling by exp(old max - new max).
+// Slot r of tile t holds key base(t) + r, base(t) = min(t*T, Nk - T): when T does not divide Nk,
+// the last tile is shifted back to end at the last key and masks the slots an earlier tile
+// already counted, so every read is its tile's first key plus the slot, never a per-key clamp
+// (clamped keys vectorise to gathers that Halide could not partition away under a mask). With
+// fewer keys than slots (Nk < T) base is 0 and slots past the last key are masked.
+void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
+  const std::string name = op.getName().str();
+  const int T = (int)op.getTile();
+  std::vector<std::string> varNames = strings(op.getIndices());
+  std::vector<H::Var> vars = makeVars(op.getIndices());
+  std::vector<std::string> scoreNames = strings(op.getScoreIndices());
+  std::vector<int64_t> rowsMap(op.getRows().begin(), op.getRows().end());
+  const unsigned keyPos = op.getKeyPosition();
+  auto unique = [&](std::string n) {
+    while (std::find(varNames.begin(), varNames.end(), n) != varNames.end())
+      n += "_";
+    return n;
+  };
+  const std::string keyName = unique(scoreNames[keyPos]), tileName = unique(keyName + "_tile");
+  H::Var key(keyName), kt(tileName);
+  Env env;
+  H::Expr Nk = H::cast<int32_t>(eval(op.getKeyExtent(), env));
+  const H::Expr lo = H::Float(32).min();
+  // The lowest finite float: maxes are kept at least this so that -inf - -inf makes no NaN.
+  const H::Expr finite = -std::numeric_limits<float>::max();
+  // Every exp is scaled by 2^-k <= 1/T, so that a tile's sum of exps times values stays within
+  // the values' range (each exp is <= 1, and T values near the largest float would overflow).
+  // A power of two scales exactly; it only flushes exps below 2^-126 (relative to the row's
+  // largest, 2^-k, they are under 2^-110: far below a float's resolution of the sum).
+  int scaleBits = 0;
+  while ((1 << scaleBits) < T)
+    ++scaleBits;
+  const H::Expr tileScale = H::Expr(std::ldexp(1.0f, -scaleBits));
+  // The result's extents, by index.
+  std::vector<H::Expr> extents;
+  for (Value e : op.getExtents())
+    extents.push_back(H::cast<int32_t>(eval(e, env)));
+
+  auto part = [&](const std::string &suffix, FuncRole role) {
+    LoweredFunc lf;
+    lf.name = suffix.empty() ? name : name + "__" + suffix;
+    lf.definition = name;
+    lf.role = role;
+    lf.func = H::Func(lf.name);
+    lf.softmaxAxes = {(int)keyPos};
+    return lf;
+  };
+  // The score's indices: result indices for the rows, the key at its place.
+  std::vector<H::Var> svars, rowVars;
+  std::vector<std::string> snames, rowNames;
+  for (size_t k = 0; k < rowsMap.size(); ++k) {
+    if (rowsMap[k] < 0) {
+      svars.push_back(key), snames.push_back(keyName);
+    } else {
+      svars.push_back(vars[rowsMap[k]]), snames.push_back(varNames[rowsMap[k]]);
+      rowVars.push_back(vars[rowsMap[k]]), rowNames.push_back(varNames[rowsMap[k]]);
+    }
+  }
+  auto withKey = [&](const std::vector<H::Var> &vs, H::Expr keyExpr) {
+    std::vector<H::Expr> c = toExprs(vs);
+    c.push_back(keyExpr);
+    return reversed(c);
+  };
+  auto scoreArgs = [&](H::Expr keyExpr) {
+    std::vector<H::Expr> c = toExprs(svars);
+    c[keyPos] = keyExpr;
+    return reversed(c);
+  };
+
+  Block &sb = op.getScore().front();
+  auto sy = cast<attn::YieldOp>(sb.getTerminator());
+  // The score Func of a chain: `masked` keeps the mask (masked scores are -inf), otherwise the
+  // raw scores (tiles every row of a group fully sees).
+  auto scoreFunc = [&](const std::string &suffix, bool masked) {
+    LoweredFunc score = part(suffix, FuncRole::OnlineScore);
+    score.vars = svars;
+    score.varNames = snames;
+    Env senv;
+    for (auto [arg, var] : llvm::zip(sb.getArguments(), svars))
+      senv[arg] = var;
+    reads_ = &score.reads;
+    H::Expr sv = H::cast<float>(eval(sy.getValues()[0], senv));
+    if (masked && sy.getValues().size() == 2)
+      sv = H::select(eval(sy.getValues()[1], senv), sv, lo);
+    reads_ = nullptr;
+    score.func(scoreArgs(key)) = sv;
+    return score;
+  };
+
+  auto tileRDom = [&](const std::string &owner) {
+    std::vector<H::Internal::ReductionVariable> rv{{owner + "$" + keyName, H::Expr(0), H::Expr(T)}};
+    return H::RDom(H::Internal::ReductionDomain(rv));
+  };
+  auto rowsTile = [&](H::Expr t) { return withKey(rowVars, t); };
+  auto texpArgs = [&](H::Expr r, H::Expr t) {
+    std::vector<H::Expr> a = scoreArgs(r);
+    a.push_back(t);
+    return a;
+  };
+
+  // One chain of per-tile Funcs (max, exps, exp sum, exps x value) over the scores `score`.
+  // A full chain counts every slot with no mask test; the other masks the slots that an earlier
+  // tile counted (the shifted last tile) and the masked scores.
+  struct Chain {
+    LoweredFunc score, tmax, texp, tsum, tpv;
+  };
+  auto makeChain = [&](const std::string &sfx, bool full, int stage) {
+    Chain c{scoreFunc("score" + sfx, !full), part("tmax" + sfx, FuncRole::OnlineTileMax),
+            part("texp" + sfx, FuncRole::OnlineTileExp),
+            part("tsum" + sfx, FuncRole::OnlineTileSum),
+            part("tpv" + sfx, FuncRole::OnlineTileValue)};
+    // The first key of tile t, the key in slot r (min(r, Nk - 1) only bites when Nk < T), and
+    // whether the slot holds a key this tile counts.
+    auto base = [&](H::Expr t) { return H::max(H::min(t * T, Nk - T), 0); };
+    // (In a full tile base(t) = t*T and r < Nk; the clamped form keeps Halide's bounds of the
+    // key reads inside the keys, since they do not see the tile loop's predicate.)
+    auto keyAt = [&](H::Expr t, H::Expr r) { return base(t) + H::min(r, Nk - 1); };
+    auto scoreAt = [&](H::Expr t, H::Expr r) {
+      H::Expr s = c.score.func(scoreArgs(keyAt(t, r)));
+      return full ? s : H::select(r >= t * T - base(t) && r < Nk, s, lo);
+    };
+    for (LoweredFunc *f : {&c.score, &c.tmax, &c.texp, &c.tsum, &c.tpv})
+      f->onlineStage = stage, f->onlineFull = full;
+
+    c.tmax.vars = rowVars, c.tmax.varNames = rowNames;
+    c.tmax.vars.push_back(kt), c.tmax.varNames.push_back(tileName);
+    H::RDom rm = tileRDom(c.tmax.name);
+    c.tmax.func(rowsTile(kt)) = lo;
+    c.tmax.func(rowsTile(kt)) = H::max(c.tmax.func(rowsTile(kt)), scoreAt(kt, rm));
+    c.tmax.rvars = {rm[0]}, c.tmax.rvarNames = {keyName}, c.tmax.reduceKind = "max";
+    c.tmax.reads = {c.score.name};
+
+    // The exps by slot (the score's indices with the slot at the key's place) and tile, against
+    // the tile's own max (<= 0, so no overflow). A -inf score (masked, or so in the data) gives
+    // exp(-inf) = 0; the max is kept finite so that a tile with every score -inf gives 0, not
+    // NaN. (No select on the score: Halide cannot skip the tile Funcs of a tile that a key range
+    // excludes when a condition reads a Func they compute.)
+    c.texp.vars = svars, c.texp.varNames = snames;
+    c.texp.vars.push_back(kt), c.texp.varNames.push_back(tileName);
+    H::Expr sk = scoreAt(kt, key);
+    c.texp.func(texpArgs(key, kt)) =
+        nanExp(sk - H::max(c.tmax.func(rowsTile(kt)), finite)) * tileScale;
+    c.texp.reads = {c.score.name, c.tmax.name};
+
+    c.tsum.vars = c.tmax.vars, c.tsum.varNames = c.tmax.varNames;
+    H::RDom rs = tileRDom(c.tsum.name);
+    c.tsum.func(rowsTile(kt)) = 0.0f;
+    c.tsum.func(rowsTile(kt)) += c.texp.func(texpArgs(rs, kt));
+    c.tsum.rvars = {rs[0]}, c.tsum.rvarNames = {keyName}, c.tsum.reduceKind = "sum";
+    c.tsum.reads = {c.texp.name};
+
+    c.tpv.vars = vars, c.tpv.varNames = varNames;
+    c.tpv.vars.push_back(kt), c.tpv.varNames.push_back(tileName);
+    H::RDom rp = tileRDom(c.tpv.name);
+    Block &vb = op.getValue().front();
+    Env venv;
+    for (size_t i = 0; i < vars.size(); ++i)
+      venv[vb.getArgument(i)] = vars[i];
+    venv[vb.getArgument(vars.size())] = keyAt(kt, rp);
+    reads_ = &c.tpv.reads;
+    H::Expr value =
+        H::cast<float>(eval(cast<attn::YieldOp>(vb.getTerminator()).getValues()[0], venv));
+    reads_ = nullptr;
+    c.tpv.reads.push_back(c.texp.name);
+    std::vector<H::Expr> tpvArgs = withKey(vars, kt);
+    H::Expr weighted = c.texp.func(texpArgs(rp, kt)) * value;
+    if (!full) {
+      // A slot another tile counts, or a key the mask hides from this row, is never read: its
+      // exp is 0, but 0 times an inf or NaN value would be NaN (docs/language.md, "Structural
+      // zeros"). Full tiles have neither.
+      H::Expr slotOk = rp >= kt * T - base(kt) && rp < Nk;
+      if (sy.getValues().size() == 2) {
+        Env menv;
+        for (size_t k = 0; k < rowsMap.size(); ++k)
+          menv[sb.getArgument(k)] = rowsMap[k] < 0 ? keyAt(kt, rp) : H::Expr(vars[rowsMap[k]]);
+        reads_ = &c.tpv.reads;
+        slotOk = slotOk && eval(sy.getValues()[1], menv);
+        reads_ = nullptr;
+      }
+      // `|| exp < 0` is never true (an exp times a positive scale is >= 0 or NaN); it hides the
+      // mask from Halide's (21) trimming of loops to where an update is not a no-op, which has
+      // lost keys twice: it solved `j == i` for the tile loop and, hoisting the bound out of the
+      // slot loop, simplified `(32*g - slot) / 2` as if the slot were 0 (2-key tiles lost the
+      // odd rows' key: fuzz seed 1054729161, regressions/online-band-tile2.test), and it kept
+      // only the first row block of a `j == i` mask once rows were unrolled
+      // (regressions/online-equality-mask.test). Being a load, the test cannot be solved.
+      slotOk = slotOk || c.texp.func(texpArgs(rp, kt)) < 0.0f;
+      // Selecting the whole update (not the product) keeps its multiply-add one FMA.
+      c.tpv.func(tpvArgs) = 0.0f;
+      c.tpv.func(tpvArgs) = H::select(slotOk, c.tpv.func(tpvArgs) + weighted, c.tpv.func(tpvArgs));
+    } else {
+      c.tpv.func(tpvArgs) = 0.0f;
+      c.tpv.func(tpvArgs) += weighted;
+    }
+    c.tpv.rvars = {rp[0]}, c.tpv.rvarNames = {keyName}, c.tpv.reduceKind = "sum";
+    return c;
+  };
+
+  // Mask bounds (attn.bounds on the key) skip whole tiles: tile t has a visible key in
+  // [lower, upper) iff t*T < upper and t*T + T > lower, and every key of it is visible iff
+  // t*T >= lower and t*T + T <= upper (and the tile is not the shifted last one). The bounds are
+  // taken over groups of kOnlineQueryGroup query rows (the innermost row index), at both ends
+  // of the group (they are affine), so each group visits its tiles with all its rows: the
+  // state is indexed by (group, row in group), and its tile loops run inside the group loop.
+  // Rows as a plain index would let Halide narrow every tile's rows to a tile-dependent range,
+  // with a guard per row in the tiles' register blocks (2x slower per tile, measured).
+  // Exact bounds (the mask is nothing but them) give the fully visible tiles a chain of their
+  // own without the mask test: the state folds those tiles first, then the partly visible ones.
+  H::Expr visible, fully;
+  int qpos = -1, rq = -1;
+  for (int k = 0; k < (int)rowsMap.size(); ++k)
+    if (rowsMap[k] >= 0)
+      qpos = k, rq = (int)rowsMap[k];
+  auto entries = op->getAttrOfType<ArrayAttr>(attn::kBoundsAttr);
+  H::Var ig(unique(varNames.empty() ? "g" : varNames[std::max(rq, 0)] + "_group")),
+      il(unique(varNames.empty() ? "l" : varNames[std::max(rq, 0)] + "_lane"));
+  auto tilePreds = [&](H::Expr t) {
+    std::vector<H::Expr> dims = toExprs(svars), first = dims, last = dims;
+    first[qpos] = H::Expr(ig) * kOnlineQueryGroup;
+    last[qpos] = H::Expr(ig) * kOnlineQueryGroup + (kOnlineQueryGroup - 1);
+    bool exact = false;
+    // (t < Nk / T: the same as t*T + T <= Nk, in a form from which Halide's simplifier does not
+    // drop the clamps of the key reads; bounds inference applies the simplified reads to the
+    // tile loop's range even when it is empty, Nk < T, and would read keys below 0.)
+    H::Expr vis, full = t < Nk / T;
+    for (Attribute a : entries) {
+      auto entry = cast<DictionaryAttr>(a);
+      if (entry.getAs<IntegerAttr>("index").getInt() != (int64_t)keyPos)
+        continue;
+      exact = (bool)entry.get("exact");
+      for (StringRef side : {"lower", "upper"}) {
+        auto map = entry.getAs<AffineMapAttr>(side);
+        if (!map)
+          continue;
+        for (AffineExpr e : map.getValue().getResults()) {
+          H::Expr b0 = affine(e, first, entry.getAs<ArrayAttr>("sizes")),
+                  b1 = affine(e, last, entry.getAs<ArrayAttr>("sizes"));
+          if (!b0.defined() || !b1.defined()) {
+            exact = false;
+            continue;
+          }
+          H::Expr v = side == "lower" ? t * T + T > H::min(b0, b1) : t * T < H::max(b0, b1);
+          H::Expr f = side == "lower" ? t * T >= H::max(b0, b1) : t * T + T <= H::min(b0, b1);
+          vis = vis.defined() ? vis && v : v;
+          full = full && f;
+        }
+      }
+    }
+    return std::make_pair(vis, exact && vis.defined() ? full : H::Expr());
+  };
+  if (entries && qpos >= 0)
+    std::tie(visible, fully) = tilePreds(H::Expr(0));
+  const bool grouped = visible.defined();
+
+  // Conjuncts of the mask that do not depend on the query row (a key padding mask,
+  // `mask(b, j) == 0`) give, per entry of the other row indices (the batch), the keys they let
+  // through: `<o>__tkeys` = (first, last + 1, count). Tiles outside [first, last] are skipped
+  // by every row, whatever else the mask says. The skip must be a range of tiles, linear in the
+  // tile index (Halide then solves the update's predicate for loop bounds, and the tile Funcs
+  // computed at that loop run only inside them; a data-dependent `if` would skip the state
+  // update but not them). When the mask is nothing but such conjuncts, `<o>__tranges` splits
+  // the tiles into a range of fully visible ones (no mask test) and a range of the others: the
+  // partly visible tiles at either end (the shifted last tile among them), or every visible
+  // tile where the keys have holes or both ends are partly visible.
+  LoweredFunc tkeys, tranges;
+  bool keyOnly = false;
+  H::Expr keyLo, keyHi;        // [first tile, end tile) holding visible keys
+  std::vector<H::Expr> ranges; // fs, fe, ps, pe
+  if (sy.getValues().size() == 2) {
+    Value keyArg = sb.getArgument(keyPos), qArg = qpos >= 0 ? Value(sb.getArgument(qpos)) : Value();
+    SmallVector<Value> leaves, keyLeaves;
+    andLeaves(sy.getValues()[1], leaves);
+    keyOnly = true;
+    for (Value l : leaves) {
+      bool rowFree = !qArg || !dependsOn(l, qArg);
+      keyOnly &= rowFree;
+      if (rowFree && dependsOn(l, keyArg))
+        keyLeaves.push_back(l);
+    }
+    if (keyLeaves.empty())
+      keyOnly = false;
+    else {
+      // Indexed by the row indices other than the query that the key conjuncts read.
+      std::vector<H::Var> kvars;
+      std::vector<std::string> knames;
+      for (size_t k = 0; k < rowVars.size(); ++k) {
+        if (qpos >= 0 && k + 1 == rowVars.size())
+          continue;
+        Value arg = sb.getArgument(k < keyPos ? k : k + 1);
+        if (llvm::any_of(keyLeaves, [&](Value l) { return dependsOn(l, arg); }))
+          kvars.push_back(rowVars[k]), knames.push_back(rowNames[k]);
+      }
+      auto keyFunc = [&](const std::string &suffix) {
+        LoweredFunc f = part(suffix, FuncRole::Reduction);
+        f.definition = f.name; // scheduled as any reduction, not with the tiles
+        f.predicateInput = true;
+        f.vars = kvars, f.varNames = knames;
+        return f;
+      };
+      tkeys = keyFunc("tkeys");
+      std::vector<H::Internal::ReductionVariable> rv{{tkeys.name + "$" + keyName, H::Expr(0), Nk}};
+      H::RDom r{H::Internal::ReductionDomain(rv)};
+      Env cenv;
+      for (size_t k = 0; k < svars.size(); ++k)
+        cenv[sb.getArgument(k)] = (int)k == (int)keyPos ? H::Expr(r.x)
+                                  : (int)k == qpos      ? H::Expr(0)
+                                                        : H::Expr(svars[k]);
+      reads_ = &tkeys.reads;
+      H::Expr cond;
+      for (Value l : keyLeaves)
+        cond = cond.defined() ? cond && eval(l, cenv) : eval(l, cenv);
+      reads_ = nullptr;
+      std::vector<H::Expr> kargs = reversed(toExprs(kvars));
+      tkeys.func(kargs) = H::Tuple(Nk, 0, 0);
+      tkeys.func(kargs) =
+          H::Tuple(H::select(cond, H::min(tkeys.func(kargs)[0], r.x), tkeys.func(kargs)[0]),
+                   H::select(cond, H::max(tkeys.func(kargs)[1], r.x + 1), tkeys.func(kargs)[1]),
+                   tkeys.func(kargs)[2] + H::select(cond, 1, 0));
+      tkeys.rvars = {r[0]}, tkeys.rvarNames = {keyName};
+      H::Expr lo = tkeys.func(kargs)[0], hi = tkeys.func(kargs)[1], n = tkeys.func(kargs)[2];
+      H::Expr loT = lo / T, loC = (lo + T - 1) / T, hiC = (hi + T - 1) / T;
+      if (keyOnly && !grouped) {
+        // Full tiles [loC, fullEnd) (the shifted last tile, t = Nk / T, is never full); a partly
+        // visible first tile when lo is not a multiple of T; partly visible tiles [fullEnd, hiC)
+        // at the end. Both ends partly visible, or holes: one masked range over them all.
+        tranges = keyFunc("tranges");
+        tranges.role = FuncRole::Define;
+        H::Expr fullEnd = H::max(H::min(hi / T, Nk / T), loC), dense = n == hi - lo && n > 0;
+        H::Expr head = lo % T != 0, tail = fullEnd < hiC;
+        H::Expr z(0);
+        H::Expr fs = H::select(!dense || (head && tail), z, loC),
+                fe = H::select(!dense || (head && tail), z, fullEnd);
+        // (With no visible key, lo = Nk and hi = 0: [loT, hiC) is empty, and so is the full range.)
+        H::Expr ps = H::select(dense && !head, fullEnd, loT),
+                pe = H::select(dense && head && !tail, loC, hiC);
+        tranges.func(kargs) = H::Tuple(fs, fe, ps, pe);
+        for (int c = 0; c < 4; ++c)
+          ranges.push_back(tranges.func(kargs)[c]);
+      } else {
+        keyLo = loT, keyHi = hiC; // empty without a visible key (lo = Nk, hi = 0)
+      }
+    }
+  }
+  // The tile predicates of the state updates: affine bounds per group, then the key ranges.
+  auto allPreds = [&](H::Expr t) {
+    H::Expr vis, full;
+    if (grouped)
+      std::tie(vis, full) = tilePreds(t);
+    if (!ranges.empty()) {
+      vis = t >= ranges[2] && t < ranges[3];
+      full = t >= ranges[0] && t < ranges[1];
+    } else if (keyLo.defined()) {
+      H::Expr inKeys = t >= keyLo && t < keyHi;
+      vis = vis.defined() ? vis && inKeys : inKeys;
+    }
+    return std::make_pair(vis, full);
+  };
+  std::tie(visible, fully) = allPreds(H::Expr(0));
+  const bool split = fully.defined();
+
+  LoweredFunc state = part("state", FuncRole::OnlineState);
+  // The state's indices: the result's, with the query row as (group, row in group) when grouped.
+  std::vector<H::Var> stVars;
+  std::vector<std::string> stNames;
+  for (size_t k = 0; k < vars.size(); ++k) {
+    if (grouped && (int)k == rq) {
+      stVars.push_back(ig), stNames.push_back(ig.name());
+      stVars.push_back(il), stNames.push_back(il.name());
+    } else {
+      stVars.push_back(vars[k]), stNames.push_back(varNames[k]);
+    }
+  }
+  state.vars = stVars, state.varNames = stNames;
+  std::vector<H::Expr> stArgs = reversed(toExprs(stVars));
+  // (output so far, sum of exps, max). Each element reads only itself and the elements after
+  // it: Halide stores a Tuple update's elements in order, and under strict floats it does not
+  // see that an element reads an earlier one (FloatSemantics.cpp checks the order).
+  state.func(stArgs) = H::Tuple(0.0f, 0.0f, lo);
+  // What the state reads at (group, row in group): the row itself, kept inside the query range
+  // for the last group's rows past its end (their state is computed and never read).
+  std::vector<H::Expr> rowExprs = toExprs(vars);
+  if (grouped) {
+    H::Expr Nq = extents[rq];
+    rowExprs[rq] = H::min(H::Expr(ig) * kOnlineQueryGroup + il, Nq - 1);
+  }
+  auto stateRows = [&](H::Expr t) {
+    std::vector<H::Expr> c;
+    for (int64_t r : rowsMap)
+      if (r >= 0)
+        c.push_back(rowExprs[r]);
+    c.push_back(t);
+    return reversed(c);
+  };
+  auto stateIndices = [&](H::Expr t) {
+    std::vector<H::Expr> c = rowExprs;
+    c.push_back(t);
+    return reversed(c);
+  };
+
+  std::vector<Chain> chains;
+  if (split)
+    chains.push_back(makeChain("_full", true, 0));
+  chains.push_back(makeChain("", false, split ? 1 : 0));
+  for (Chain &c : chains) {
+    std::vector<H::Internal::ReductionVariable> rtv{
+        {state.name + "$" + tileName + (c.score.onlineFull ? "_full" : ""), H::Expr(0),
+         (Nk + T - 1) / T}};
+    H::RDom rt{H::Internal::ReductionDomain(rtv)};
+    if (visible.defined()) {
+      auto [vis, full] = allPreds(rt);
+      // (Key ranges are disjoint already: `vis && !full` would be a union that Halide cannot
+      // solve for loop bounds.)
+      rt.where(!split ? vis : c.score.onlineFull ? full : ranges.empty() ? vis && !full : vis);
+      state.maskBounded = grouped;
+    }
+    H::Expr acc = state.func(stArgs)[0], l = state.func(stArgs)[1], mo = state.func(stArgs)[2];
+    H::Expr mt = c.tmax.func(stateRows(rt));
+    // One exp per step: exp(-|old - tile max|) rescales whichever of the two is smaller. Maxes
+    // are kept finite so that -inf - -inf (nothing seen yet, a tile with every key masked)
+    // makes no NaN: such a tile's sum and values are 0, so either weight adds nothing. The
+    // weights blend by a 0/1 factor, not a select: a select whose condition reads the tile's
+    // max would stop Halide from skipping the tile Funcs of tiles a key range excludes.
+    H::Expr mof = H::max(mo, finite), mtf = H::max(mt, finite);
+    H::Expr cf = H::exp(-H::abs(mof - mtf)), g = H::cast<float>(mof >= mtf);
+    H::Expr a = g + (1.0f - g) * cf, b = g * cf + (1.0f - g);
+    // The output so far is kept normalised (a weighted mean of the values seen), so it never
+    // overflows where the result does not; the sum of exps is 0 only while every key seen was
+    // masked, and then both terms are 0 (the sum is kept at least the smallest normal float).
+    H::Expr ln = l * a + c.tsum.func(stateRows(rt)) * b;
+    H::Expr inv = 1.0f / H::max(ln, std::numeric_limits<float>::min());
+    state.func(stArgs) = H::Tuple(acc * (l * a * inv) + c.tpv.func(stateIndices(rt)) * (b * inv),
+                                  ln, H::max(mo, mt));
+    state.rvars.push_back(rt[0]), state.rvarNames.push_back(tileName);
+    for (const std::string &n : {c.tmax.name, c.tsum.name, c.tpv.name})
+      state.reads.push_back(n);
+  }
+  state.keyCount = Nk, state.onlineTile = T, state.onlineGrouped = grouped;
+  state.onlineKeyRanged = !ranges.empty() || keyLo.defined();
+  for (size_t k = 0; k < vars.size(); ++k)
+    state.onlineExtents.push_back({varNames[k], extents[k]});
+
+  // The pairs of (row block, key tile) the updates above visit, counted by the same predicates
+  // over an RDom of the rows (the query as groups when grouped) and the tiles.
+  {
+    TileVisits tv;
+    tv.output = name, tv.tile = T, tv.rowsPerBlock = grouped ? kOnlineQueryGroup : 1;
+    tv.masked = sy.getValues().size() == 2;
+    tv.count = H::Func(name + "__visits");
+    std::vector<H::Internal::ReductionVariable> rv;
+    std::map<std::string, H::Expr> sub;
+    size_t k = 0;
+    for (int64_t r : rowsMap) {
+      if (r < 0)
+        continue;
+      H::Expr ext = extents[r];
+      if (grouped && r == rq)
+        ext = (ext + kOnlineQueryGroup - 1) / kOnlineQueryGroup;
+      rv.push_back({tv.count.name() + "$" + rowNames[k], H::Expr(0), ext});
+      ++k;
+    }
+    rv.push_back({tv.count.name() + "$" + tileName, H::Expr(0), (Nk + T - 1) / T});
+    H::RDom r{H::Internal::ReductionDomain(rv)};
+    k = 0;
+    for (int64_t ri : rowsMap) {
+      if (ri < 0)
+        continue;
+      sub[(grouped && ri == rq ? H::Var(ig) : rowVars[k]).name()] = r[k];
+      ++k;
+    }
+    auto [vis, full] = allPreds(r[(int)rv.size() - 1]);
+    // (Every term reads the RDom: an update that reads none of its variables has no RDom.)
+    auto one = [&](H::Expr c) {
+      return H::cast<int64_t>(
+          H::select(c.defined() ? H::Internal::substitute(sub, c) : H::Expr(r[0]) >= 0, 1, 0));
+    };
+    H::Expr part = split && ranges.empty() ? vis && !full : vis;
+    H::Expr visited = split ? one(full) + one(part) : one(part);
+    H::Expr tested = !tv.masked ? H::Expr((int64_t)0) : split ? one(part) : visited;
+    H::Expr z((int64_t)0);
+    tv.count() = H::Tuple(z, z, z);
+    tv.count() =
+        H::Tuple(tv.count()[0] + visited, tv.count()[1] + tested, tv.count()[2] + one(H::Expr()));
+    out_.tileVisits.push_back(std::move(tv));
+  }
+
+  LoweredFunc out = part("", FuncRole::Online);
+  out.vars = vars, out.varNames = varNames;
+  std::vector<H::Expr> outState = toExprs(vars);
+  if (grouped) {
+    H::Expr i = vars[rq];
+    outState[rq] = i % kOnlineQueryGroup;
+    outState.insert(outState.begin() + rq, i / kOnlineQueryGroup);
+  }
+  outState = reversed(outState);
+  out.func(reversed(toExprs(vars))) = guarded(op.getResult(), state.func(outState)[0]);
+  out.reads = {state.name};
+
+  funcNames_[op.getResult()] = name;
+  for (Chain &c : chains)
+    for (LoweredFunc *f : {&c.score, &c.tmax, &c.texp, &c.tsum, &c.tpv})
+      addFunc(std::move(*f));
+  if (tkeys.func.defined())
+    addFunc(std::move(tkeys));
+  if (tranges.func.defined())
+    addFunc(std::move(tranges));
+  addFunc(std::move(state));
+  addFunc(std::move(out));
+}
+
+// The leaves of an `&&` tree of i1 values.
+void Lowerer::andLeaves(Value v, SmallVectorImpl<Value> &out) {
+  if (auto a = v.getDefiningOp<arith::AndIOp>(); a && a.getType().isInteger(1)) {
+    andLeaves(a.getLhs(), out);
+    andLeaves(a.getRhs(), out);
+    return;
+  }
+  out.push_back(v);
+}
+
+// Whether `v` is computed from `arg` (through its operands and the regions of nested ops).
+bool Lowerer::dependsOn(Value v, Value arg) {
+  llvm::DenseSet<Value> seen;
+  std::function<bool(Value)> dep = [&](Value x) -> bool {
+    if (x == arg)
+      return true;
+    if (!seen.insert(x).second)
+      return false;
+    Operation *d = x.getDefiningOp();
+    if (!d)
+      return false;
+    bool found = false;
+    d->walk([&](Operation *op) {
+      for (Value o : op->getOperands())
+        if (!found &&
+            (o == arg || (o.getDefiningOp() ? !d->isAncestor(o.getDefiningOp()) && dep(o) : false)))
+          found = true;
+    });
+    return found;
+  };
+  return dep(v);
+}
+
+} // namespace attnc::lowering

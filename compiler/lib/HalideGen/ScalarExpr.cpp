@@ -1,0 +1,372 @@
+// HalideGen: scalar expressions (arith, math, IEEE semantics) and tensor reads with their boundary modes.
+#include "Lowerer.h"
+
+namespace attnc::lowering {
+
+H::Expr Lowerer::castTo(Type t, H::Expr e) {
+  if (t.isF32())
+    return H::cast<float>(e);
+  if (t.isInteger(1))
+    return e;
+  if (t.isInteger(64))
+    return H::cast<int64_t>(e);
+  return H::cast<int32_t>(e); // index and i32
+}
+
+// a / b by IEEE rules. Halide refuses to generate a division by a divisor it simplifies to a
+// constant zero (the `mean` of an empty domain divides by 0, and a kernel may write `/ 0.0` or
+// `/ (y - y)`), so that case is spelt out: NaN for 0 / 0, a NaN operand, or a divisor that is
+// NaN after all (y - y and y * 0.0 are, for a NaN or infinite y); otherwise +-inf by the
+// signs, the divisor's sign bit included (y * 0.0 is -0 for a negative y). Strict floats keep
+// the divisor's own NaN test and sign from being folded.
+// A divisor that is not a constant here may still become a constant 0 in Halide's lowering
+// (known sizes, the out-of-range part of a loop over a `.zero` read: rsqrt(x.zero(..)) gave
+// "Division by constant zero", fuzz seed 772683725). It is divided as b + -0.0, which is b
+// for every float (-0 + -0 = -0) and which strict floats never fold, so the hardware divides
+// and gives IEEE's result.
+H::Expr Lowerer::fdiv(const H::Expr &a, const H::Expr &b) {
+  const std::optional<double> z = Halide::Internal::as_const_float(Halide::Internal::simplify(b));
+  if (!z)
+    return a / (b + H::Expr(-0.0f));
+  if (*z != 0.0)
+    return a / b;
+  const float inf = std::numeric_limits<float>::infinity();
+  const H::Expr negative = H::reinterpret<int32_t>(b) < 0;
+  return H::select(H::is_nan(a) || H::is_nan(b) || a == 0.0f,
+                   H::Expr(std::numeric_limits<float>::quiet_NaN()),
+                   H::select((a > 0.0f) != negative, H::Expr(inf), H::Expr(-inf)));
+}
+
+// exp(x), NaN for a NaN x: Halide's exp gives 0 there. A softmax's exps of score - max are
+// where a NaN or +inf score (inf - inf) turns its row into NaN, as in PyTorch: the row's sum
+// becomes NaN whether or not the max kept the NaN (a max of floats does not promise to).
+H::Expr Lowerer::nanExp(const H::Expr &x) { return H::select(H::is_nan(x), x, H::exp(x)); }
+
+// `m` (a max or min of x and y), or NaN when x or y is NaN (x + y is then NaN).
+H::Expr Lowerer::nanPropagating(H::Expr x, H::Expr y, H::Expr m) {
+  return H::select(H::is_nan(x) || H::is_nan(y), x + y, m);
+}
+
+// A read of an input or a definition. Halide's dimension order is the reverse of the DSL's.
+// Two extents that are the same size: the same SSA value, the same named size (attn.dim ops
+// of different inputs bound to one symbol) or the same constant.
+bool Lowerer::sameExtent(Value a, Value b) {
+  if (a == b)
+    return true;
+  auto da = a.getDefiningOp<attn::DimOp>(), db = b.getDefiningOp<attn::DimOp>();
+  if (da && db)
+    return da.getSize() == db.getSize();
+  auto ca = a.getDefiningOp<arith::ConstantIndexOp>(),
+       cb = b.getDefiningOp<arith::ConstantIndexOp>();
+  return ca && cb && ca.value() == cb.value();
+}
+
+// Whether subscript `sub` of a read is inside dimension `d` by construction: a bare index
+// (a region argument, which MLIRGen keeps for ranges starting at 0) whose extent is the
+// dimension's. Such a subscript needs no clamp and no range test.
+bool Lowerer::inRangeByConstruction(Value sub, Value tensor, size_t d) {
+  auto ba = dyn_cast<BlockArgument>(sub);
+  if (!ba)
+    return false;
+  Operation *owner = ba.getOwner()->getParentOp();
+  Value ext;
+  if (auto on = dyn_cast<attn::OnlineSoftmaxOp>(owner)) {
+    // Value region: the result's indices, then the key (the operands' order). Score region:
+    // the softmax's indices, each a result index or the key.
+    if (ba.getOwner()->getParent() == &on.getValue())
+      ext = owner->getOperand(ba.getArgNumber());
+    else {
+      int64_t r = on.getRows()[ba.getArgNumber()];
+      ext = r < 0 ? on.getKeyExtent() : on.getExtents()[r];
+    }
+  } else if (isa<attn::DefineOp, attn::SoftmaxOp, attn::ReduceOp>(owner)) {
+    ext = owner->getOperand(ba.getArgNumber());
+  } else {
+    return false;
+  }
+  if (inputIndex_.count(tensor)) {
+    const KernelParam &p = out_.inputs[inputIndex_.lookup(tensor)];
+    auto dim = ext.getDefiningOp<attn::DimOp>();
+    const std::vector<attnc::Dim> &dims = p.type.dims;
+    if (dim)
+      return d < dims.size() && dims[d].symbol() && dim.getSize() == dims[d].symbol_name();
+    auto c = ext.getDefiningOp<arith::ConstantIndexOp>();
+    return c && d < dims.size() && dims[d].literal() && dims[d].literal_value() == c.value();
+  }
+  Operation *def = tensor.getDefiningOp();
+  return def && d < def->getNumOperands() && sameExtent(def->getOperand(d), ext);
+}
+
+H::Expr Lowerer::lowerRead(attn::ReadOp r, Env &env) {
+  ReadParts p = lowerReadParts(r, env);
+  if (r.getBoundary() == "zero" && !H::Internal::is_const_one(p.inRange))
+    return H::select(p.inRange, p.value, H::Internal::make_zero(p.value.type()));
+  return p.value;
+}
+
+// Whether computing `v` inside `owner`'s body involves a reduction.
+bool Lowerer::reducesIn(Value v, Operation *owner) {
+  llvm::SmallVector<Value> work{v};
+  llvm::DenseSet<Operation *> seen;
+  while (!work.empty()) {
+    Operation *d = work.pop_back_val().getDefiningOp();
+    if (!d || !owner->isAncestor(d) || !seen.insert(d).second)
+      continue;
+    if (isa<attn::ReduceOp>(d))
+      return true;
+    for (Value o : d->getOperands())
+      work.push_back(o);
+  }
+  return false;
+}
+
+// Structural zeros (docs/language.md §6): a `.zero` or `.exclude` read outside its tensor and a
+// masked entry of a softmax are exact zeros that make a product they are a factor of 0, even
+// when another factor is inf or NaN (a zero-padded sample times an infinite weight, a masked
+// probability times a NaN value: the masked key is never read). For a product, negation or
+// quotient with such a factor: its value computed from the raw reads, and the condition under
+// which it is not structurally 0. Empty for anything else.
+std::optional<Lowerer::ReadParts> Lowerer::structural(Value v, Env &env) {
+  Operation *op = v.getDefiningOp();
+  if (!op || !v.getType().isF32())
+    return std::nullopt;
+  if (auto r = dyn_cast<attn::ReadOp>(op)) {
+    Value t = r.getTensor();
+    StringRef boundary = r.getBoundary();
+    if (boundary == "zero" || boundary == "exclude") {
+      ReadParts p = lowerReadParts(r, env);
+      if (H::Internal::is_const_one(p.inRange))
+        return std::nullopt;
+      return p;
+    }
+    auto sm = t.getDefiningOp<attn::SoftmaxOp>();
+    if (!sm)
+      return std::nullopt;
+    auto yield = cast<attn::YieldOp>(sm.getBody().front().getTerminator());
+    if (yield.getValues().size() != 2)
+      return std::nullopt;
+    // A mask that reduces (an `.exclude` read inside the score's sum, as swda_natten's) would be
+    // a reduction Func of its own at every read of the softmax, redoing the mask's work there
+    // and keeping the window rule from placing the softmax next to its consumer; such a read
+    // stays a plain product (its probability is still exactly 0 at masked entries).
+    if (reducesIn(yield.getValues()[1], sm))
+      return std::nullopt;
+    // The softmax's mask (its `where` and `.exclude` conditions) at the read's subscripts,
+    // clamped as the read clamps them: Halide cannot bound a computed subscript (`(i + 2) % N`)
+    // and would evaluate the mask, and read its inputs, outside the softmax.
+    Env menv;
+    ValueRange extents = sm->getOperands();
+    for (auto [d, arg, sub] :
+         llvm::enumerate(sm.getBody().front().getArguments(), r.getIndices())) {
+      H::Expr i = H::cast<int32_t>(eval(sub, env));
+      if (!i.as<H::Internal::Variable>())
+        i = H::clamp(i, 0, H::max(H::cast<int32_t>(eval(extents[d], env)) - 1, 0));
+      menv[arg] = i;
+    }
+    H::Expr mask = eval(yield.getValues()[1], menv);
+    return ReadParts{lowerReadParts(r, env).value, mask};
+  }
+  auto operand = [&](Value x) {
+    std::optional<ReadParts> p = structural(x, env);
+    return p ? *p : ReadParts{eval(x, env), H::Expr()};
+  };
+  auto both = [](const H::Expr &a, const H::Expr &b) {
+    return !a.defined() ? b : !b.defined() ? a : a && b;
+  };
+  if (isa<arith::MulFOp>(op)) {
+    ReadParts a = operand(op->getOperand(0)), b = operand(op->getOperand(1));
+    if (!a.inRange.defined() && !b.inRange.defined())
+      return std::nullopt;
+    return ReadParts{a.value * b.value, both(a.inRange, b.inRange)};
+  }
+  if (isa<arith::NegFOp>(op)) {
+    std::optional<ReadParts> a = structural(op->getOperand(0), env);
+    if (a)
+      a->value = -a->value;
+    return a;
+  }
+  if (isa<arith::DivFOp>(op)) {
+    std::optional<ReadParts> a = structural(op->getOperand(0), env);
+    if (a)
+      a->value = fdiv(a->value, eval(op->getOperand(1), env));
+    return a;
+  }
+  return std::nullopt;
+}
+
+Lowerer::ReadParts Lowerer::lowerReadParts(attn::ReadOp r, Env &env) {
+  std::vector<H::Expr> idx; // DSL order
+  for (Value i : r.getIndices())
+    idx.push_back(H::cast<int32_t>(eval(i, env)));
+  Value t = r.getTensor();
+  StringRef boundary = r.getBoundary();
+  std::vector<H::Expr> extent(idx.size());
+  H::Func func;
+  const KernelParam *param = nullptr;
+  if (inputIndex_.count(t)) {
+    param = &out_.inputs[inputIndex_.lookup(t)];
+    if (reads_)
+      reads_->push_back(param->name);
+    for (size_t d = 0; d < idx.size(); ++d)
+      extent[d] = param->param.dim((int)(idx.size() - 1 - d)).extent();
+  } else {
+    auto fn = funcNames_.find(t);
+    if (fn == funcNames_.end())
+      unsupported(r, "read of a tensor that is not an input or a definition");
+    if (reads_)
+      reads_->push_back(fn->second);
+    func = out_.find(fn->second)->func;
+    // Define and softmax ops take exactly their extents as operands.
+    ValueRange extents = t.getDefiningOp()->getOperands();
+    for (size_t d = 0; d < idx.size(); ++d)
+      extent[d] = H::cast<int32_t>(eval(extents[d], env));
+  }
+  H::Expr inRange = H::Internal::const_true();
+  for (size_t d = 0; d < idx.size(); ++d) {
+    if (boundary != "none" && inRangeByConstruction(r.getIndices()[d], t, d))
+      continue;
+    if (boundary == "zero")
+      inRange = inRange && idx[d] >= 0 && idx[d] < extent[d];
+    // Zero and clamp read the nearest element (then zero discards it): the access stays inside
+    // the tensor, and Halide's bounds inference sees a region no larger than the tensor.
+    // A computed index into a definition (`v(b, o / Dh, i, o % Dh)`) is clamped too: that
+    // changes nothing for a valid program, but Halide cannot prove the range of such indices
+    // itself and would compute the definition (and read its inputs) outside it. Plain
+    // indices need no clamp.
+    bool computed = !idx[d].as<H::Internal::Variable>();
+    if (boundary != "none" || (!param && computed)) {
+      idx[d] = H::clamp(idx[d], 0, H::max(extent[d] - 1, 0));
+    } else if (param && readsData(idx[d])) {
+      // A gather from an input: the read is clamped so Halide can bound it, and an index that
+      // was out of range stops the kernel with an error (as a bounds check would).
+      H::Expr i = idx[d];
+      idx[d] =
+          H::require(i >= 0 && i < extent[d], H::clamp(i, 0, H::max(extent[d] - 1, 0)), "input",
+                     param->name, "is read at", i, "in dimension", (int)d, "of extent", extent[d]);
+    }
+  }
+  H::Expr v = param ? H::Expr(param->param(reversed(idx))) : H::Expr(func(reversed(idx)));
+  return {v, inRange};
+}
+
+// --- scalar expressions --------------------------------------------------------------------
+H::Expr Lowerer::eval(Value v, Env &env) {
+  auto it = env.find(v);
+  if (it != env.end())
+    return it->second;
+  Operation *op = v.getDefiningOp();
+  if (!op)
+    throw std::runtime_error("HalideGen: index used outside its region");
+  H::Expr e = evalOp(op, env);
+  env[v] = e;
+  return e;
+}
+
+H::Expr Lowerer::evalOp(Operation *op, Env &env) {
+  auto a = [&](unsigned i) { return eval(op->getOperand(i), env); };
+  return llvm::TypeSwitch<Operation *, H::Expr>(op)
+      .Case<attn::DimOp>([&](attn::DimOp d) -> H::Expr {
+        const KernelParam &p = out_.inputs[inputIndex_.lookup(d.getTensor())];
+        return p.param.dim(p.param.dimensions() - 1 - (int)d.getIndex()).extent();
+      })
+      .Case<attn::ReadOp>([&](attn::ReadOp r) -> H::Expr { return lowerRead(r, env); })
+      .Case<attn::ReduceOp>([&](attn::ReduceOp r) { return lowerNestedReduce(r, env); })
+      .Case<arith::ConstantOp>([&](arith::ConstantOp c) -> H::Expr {
+        Attribute val = c.getValue();
+        if (auto f = dyn_cast<FloatAttr>(val))
+          return H::Expr((float)f.getValueAsDouble());
+        if (auto i = dyn_cast<IntegerAttr>(val)) {
+          if (c.getType().isInteger(1))
+            return H::cast<bool>(H::Expr((int)i.getValue().getZExtValue()));
+          return H::Expr((int32_t)i.getValue().getSExtValue());
+        }
+        unsupported(op, "constant kind");
+      })
+      .Case<arith::AddFOp, arith::AddIOp>([&](auto) { return a(0) + a(1); })
+      .Case<arith::SubFOp, arith::SubIOp>([&](auto) { return a(0) - a(1); })
+      .Case<arith::MulFOp, arith::DivFOp, arith::NegFOp>([&](Operation *o) -> H::Expr {
+        if (std::optional<ReadParts> p = structural(o->getResult(0), env))
+          return H::select(p->inRange, p->value, 0.0f);
+        // Halide negates as 0 - x, which loses the sign of a zero.
+        if (isa<arith::NegFOp>(o))
+          return a(0) * -1.0f;
+        return isa<arith::MulFOp>(o) ? a(0) * a(1) : fdiv(a(0), a(1));
+      })
+      .Case<arith::MulIOp>([&](auto) { return a(0) * a(1); })
+      .Case<arith::FloorDivSIOp>([&](auto) {
+        // Halide's integer division is Euclidean; it equals floor division for positive divisors.
+        H::Expr x = a(0), y = a(1);
+        return H::select(y > 0, x / y, (0 - x) / (0 - y));
+      })
+      // maximumf/minimumf propagate NaN (as torch.maximum does); Halide's max/min of floats
+      // return the other operand (maxnumf/minnumf, which ifloor's clamp uses).
+      .Case<arith::MaximumFOp>([&](auto) { return nanPropagating(a(0), a(1), H::max(a(0), a(1))); })
+      .Case<arith::MinimumFOp>([&](auto) { return nanPropagating(a(0), a(1), H::min(a(0), a(1))); })
+      .Case<arith::MaxNumFOp, arith::MaxSIOp>([&](auto) { return H::max(a(0), a(1)); })
+      .Case<arith::MinNumFOp, arith::MinSIOp>([&](auto) { return H::min(a(0), a(1)); })
+      .Case<arith::AndIOp>([&](auto) { return a(0) && a(1); })
+      .Case<arith::OrIOp>([&](auto) { return a(0) || a(1); })
+      .Case<arith::XOrIOp>([&](auto) { return a(0) != a(1); })
+      .Case<arith::SelectOp>([&](auto) { return H::select(a(0), a(1), a(2)); })
+      .Case<arith::IndexCastOp, arith::SIToFPOp, arith::FPToSIOp>(
+          [&](auto) { return castTo(op->getResult(0).getType(), a(0)); })
+      .Case<arith::CmpIOp>([&](arith::CmpIOp c) -> H::Expr {
+        H::Expr x = a(0), y = a(1);
+        switch (c.getPredicate()) {
+        case arith::CmpIPredicate::eq:
+          return x == y;
+        case arith::CmpIPredicate::ne:
+          return x != y;
+        case arith::CmpIPredicate::slt:
+          return x < y;
+        case arith::CmpIPredicate::sle:
+          return x <= y;
+        case arith::CmpIPredicate::sgt:
+          return x > y;
+        case arith::CmpIPredicate::sge:
+          return x >= y;
+        default:
+          unsupported(op, "unsigned integer comparison");
+        }
+      })
+      .Case<arith::CmpFOp>([&](arith::CmpFOp c) -> H::Expr {
+        H::Expr x = a(0), y = a(1);
+        switch (c.getPredicate()) {
+        case arith::CmpFPredicate::OEQ:
+          return x == y;
+        case arith::CmpFPredicate::UNE:
+          return x != y;
+        case arith::CmpFPredicate::OLT:
+          return x < y;
+        // Halide's simplifier rewrites a <= b as !(b < a), which is true for a NaN operand:
+        // ordered comparisons are spelt as < and == (false for NaN).
+        case arith::CmpFPredicate::OLE:
+          return x < y || x == y;
+        case arith::CmpFPredicate::OGT:
+          return x > y;
+        case arith::CmpFPredicate::OGE:
+          return x > y || x == y;
+        default:
+          unsupported(op, "float comparison predicate");
+        }
+      })
+      .Case<math::ExpOp>([&](auto) {
+        // Halide's exp is wrong past float's range (exp(1e30) and exp(inf) give 0, exp(nan) 0):
+        // overflow gives inf and NaN stays NaN, as IEEE and the reference interpreter say.
+        // (Softmax's exp, of score - max <= 0, is generated without this guard.)
+        return ieeeExp(a(0));
+      })
+      .Case<math::LogOp>([&](auto) { return ieeeLog(a(0)); })
+      .Case<math::SqrtOp>([&](auto) { return H::sqrt(a(0)); })
+      .Case<math::RsqrtOp>([&](auto) { return fdiv(1.0f, H::sqrt(a(0))); })
+      .Case<math::SinOp>([&](auto) { return H::sin(a(0)); })
+      .Case<math::CosOp>([&](auto) { return H::cos(a(0)); })
+      .Case<math::TanhOp>([&](auto) { return H::tanh(a(0)); })
+      .Case<math::ErfOp>([&](auto) { return ieeeErf(a(0)); })
+      .Case<math::AbsFOp, math::AbsIOp>([&](auto) { return H::abs(a(0)); })
+      .Case<math::FloorOp>([&](auto) { return H::floor(a(0)); })
+      .Case<math::PowFOp>([&](auto) { return ieeePow(a(0), a(1)); })
+      .Default([&](Operation *) -> H::Expr { unsupported(op, "no Halide lowering for"); });
+}
+
+} // namespace attnc::lowering
