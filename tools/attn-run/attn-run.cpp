@@ -111,15 +111,8 @@ cl::opt<std::string>
 const std::string onlineTileDesc =
     "keys per tile of the online softmax (default " + std::to_string(attnc::kDefaultOnlineTile) +
     ", or the key count rounded\nup to 16 when the inputs have fewer)";
-cl::opt<std::string>
-    onlineTile("online-tile", cl::desc(onlineTileDesc), cl::value_desc("N"), cl::cat(category),
-               cl::callback([](const std::string &t) {
-                 if (!attnc::tool::parseInteger(t, attnc::kMinOnlineTile, attnc::kMaxOnlineTile))
-                   cli.error(onlineTile, "--online-tile expects a key count in " +
-                                             std::to_string(attnc::kMinOnlineTile) + ".." +
-                                             std::to_string(attnc::kMaxOnlineTile) + ", got '" + t +
-                                             "'");
-               }));
+attnc::tool::IntOption onlineTile(cli, category, "online-tile", onlineTileDesc, "a key count",
+                                  attnc::kMinOnlineTile, attnc::kMaxOnlineTile);
 
 cl::opt<bool> tileStats(
     "tile-stats",
@@ -358,9 +351,8 @@ attnc::CompileOptions compileOptions() {
   attnc::parseSampleOrder(sampleOrder, &co.passes.sampleOrder);
   if (onlineSoftmax.getNumOccurrences())
     co.onlineSoftmax = onlineSoftmax == "on";
-  if (onlineTile.getNumOccurrences())
-    co.passes.onlineTile =
-        *attnc::tool::parseInteger(onlineTile, attnc::kMinOnlineTile, attnc::kMaxOnlineTile);
+  if (auto tile = onlineTile.value())
+    co.passes.onlineTile = *tile;
   return co;
 }
 

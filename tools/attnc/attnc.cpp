@@ -146,15 +146,8 @@ cl::opt<std::string> onlineSoftmax(
 const std::string onlineTileDesc = "keys per tile of the online softmax (default " +
                                    std::to_string(attnc::kDefaultOnlineTile) +
                                    ", or the key count from --sizes)";
-cl::opt<std::string>
-    onlineTile("online-tile", cl::desc(onlineTileDesc), cl::value_desc("N"), cl::cat(category),
-               cl::callback([](const std::string &t) {
-                 if (!attnc::tool::parseInteger(t, attnc::kMinOnlineTile, attnc::kMaxOnlineTile))
-                   cli.error(onlineTile, "--online-tile expects a key count in " +
-                                             std::to_string(attnc::kMinOnlineTile) + ".." +
-                                             std::to_string(attnc::kMaxOnlineTile) + ", got '" + t +
-                                             "'");
-               }));
+attnc::tool::IntOption onlineTile(cli, category, "online-tile", onlineTileDesc, "a key count",
+                                  attnc::kMinOnlineTile, attnc::kMaxOnlineTile);
 
 cl::opt<std::string>
     scheduleParamsArg("schedule-params",
@@ -234,9 +227,8 @@ attnc::CompileOptions compileOptions() {
   for (const std::string &s : sizes)
     attnc::parseSizes(s, &co.passes.estimates, &err);
   attnc::parseSampleOrder(sampleOrder, &co.passes.sampleOrder);
-  if (onlineTile.getNumOccurrences())
-    co.passes.onlineTile =
-        *attnc::tool::parseInteger(onlineTile, attnc::kMinOnlineTile, attnc::kMaxOnlineTile);
+  if (auto tile = onlineTile.value())
+    co.passes.onlineTile = *tile;
   if (onlineSoftmax != "auto")
     co.onlineSoftmax = onlineSoftmax == "on";
   return co;

@@ -135,4 +135,22 @@ std::optional<int> CommandLine::parse(int argc, char **argv, Usage usage) {
   return std::nullopt;
 }
 
+IntOption::IntOption(CommandLine &cli, llvm::cl::OptionCategory &category, llvm::StringRef name,
+                     llvm::StringRef desc, std::string what, long lo, long hi)
+    : llvm::cl::opt<std::string>(name, llvm::cl::desc(desc), llvm::cl::value_desc("N"),
+                                 llvm::cl::cat(category)),
+      what_(std::move(what)), lo_(lo), hi_(hi) {
+  setCallback([this, &cli](const std::string &text) {
+    if (!parseInteger(text, lo_, hi_))
+      cli.error(*this, "--" + ArgStr + " expects " + what_ + " in " + std::to_string(lo_) + ".." +
+                           std::to_string(hi_) + ", got '" + text + "'");
+  });
+}
+
+std::optional<long> IntOption::value() const {
+  if (!getNumOccurrences())
+    return std::nullopt;
+  return parseInteger(getValue(), lo_, hi_);
+}
+
 } // namespace attnc::tool

@@ -99,4 +99,20 @@ private:
   std::unique_ptr<llvm::cl::list<std::string>> unknown_; // cl::Sink: every unknown option
 };
 
+// An integer option in lo..hi, spelt as text so that a bad value gets the tools' message
+// ("--NAME expects WHAT in LO..HI, got 'X'") rather than cl's; checked by its callback. Options
+// that several tools share (attnc's and attn-run's --online-tile) are declared with it once.
+class IntOption : public llvm::cl::opt<std::string> {
+public:
+  // `desc` must outlive the option (cl keeps a reference); `what` names the value in the error.
+  IntOption(CommandLine &cli, llvm::cl::OptionCategory &category, llvm::StringRef name,
+            llvm::StringRef desc, std::string what, long lo, long hi);
+  // The value given on the command line (checked), or nullopt when the option is absent.
+  std::optional<long> value() const;
+
+private:
+  std::string what_;
+  long lo_, hi_;
+};
+
 } // namespace attnc::tool
