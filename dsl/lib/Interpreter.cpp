@@ -112,7 +112,22 @@ enum class Op {
   Reduce,
   Let
 };
-enum class Fn { Exp, Log, Sqrt, Rsqrt, Sin, Cos, Tanh, Erf, Floor };
+enum class Fn {
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Sin,
+  Cos,
+  Tanh,
+  Erf,
+  Floor,
+  Sigmoid,
+  Silu,
+  Elu,
+  Softplus,
+  Relu
+};
 enum class Cmp { Lt, Le, Gt, Ge, Eq, Ne };
 
 struct Node {
@@ -450,9 +465,11 @@ private:
 
   Node compileCall(const Expr &e, Node n) {
     static const std::pair<const char *, Fn> kMath[] = {
-        {"exp", Fn::Exp},     {"log", Fn::Log}, {"sqrt", Fn::Sqrt},
-        {"rsqrt", Fn::Rsqrt}, {"sin", Fn::Sin}, {"cos", Fn::Cos},
-        {"tanh", Fn::Tanh},   {"erf", Fn::Erf}, {"floor", Fn::Floor},
+        {"exp", Fn::Exp},           {"log", Fn::Log},   {"sqrt", Fn::Sqrt},
+        {"rsqrt", Fn::Rsqrt},       {"sin", Fn::Sin},   {"cos", Fn::Cos},
+        {"tanh", Fn::Tanh},         {"erf", Fn::Erf},   {"floor", Fn::Floor},
+        {"sigmoid", Fn::Sigmoid},   {"silu", Fn::Silu}, {"elu", Fn::Elu},
+        {"softplus", Fn::Softplus},
     };
     for (const auto &a : e.args)
       n.kids.push_back(compile(*a));
@@ -470,6 +487,21 @@ private:
         n.type = ScalarType::Float;
         return n;
       }
+    if (f == "relu") { // the argument's type: max(x, 0) for an int, NaN-preserving for a float
+      arity(1);
+      requireNumber(n.kids[0], "argument");
+      n.type = n.kids[0].type;
+      if (n.type == ScalarType::Int) {
+        Node zero;
+        zero.src = n.src;
+        n.kids.push_back(zero);
+        n.op = Op::Max;
+      } else {
+        n.op = Op::Math;
+        n.sub = (int)Fn::Relu;
+      }
+      return n;
+    }
     if (f == "ifloor") {
       arity(1);
       requireNumber(n.kids[0], "argument");
@@ -782,6 +814,17 @@ private:
         return std::erf(x);
       case Fn::Floor:
         return std::floor(x);
+      // The activations by PyTorch's definitions, in double precision.
+      case Fn::Sigmoid:
+        return 1.0 / (1.0 + std::exp(-x));
+      case Fn::Silu:
+        return x / (1.0 + std::exp(-x));
+      case Fn::Elu:
+        return x > 0 ? x : std::expm1(x);
+      case Fn::Softplus:
+        return x > 20 ? x : std::log1p(std::exp(x));
+      case Fn::Relu:
+        return std::isnan(x) ? x : std::max(x, 0.0);
       }
       internal("math function");
     }

@@ -350,6 +350,58 @@ private:
     llvm_unreachable("operator checked by Sema");
   }
 
+  Value f32(Location l, float v) { return b_.create<arith::ConstantOp>(l, b_.getF32FloatAttr(v)); }
+
+  // The activations (sigmoid, silu, elu, softplus, relu of a float), written out in arith/math
+  // ops as PyTorch defines them, so every later stage (passes, HalideGen's IEEE rules, the
+  // vectorised exp) treats them as any expression; null for another name.
+  Value genActivation(const std::string &n, Value x, Location l) {
+    Value one = f32(l, 1.0f), zero = f32(l, 0.0f);
+    auto cmp = [&](arith::CmpFPredicate p, Value a, Value b) {
+      return b_.create<arith::CmpFOp>(l, p, a, b);
+    };
+    if (n == "sigmoid" || n == "silu") {
+      // t = exp(-|x|) never overflows: 1 / (1 + t) for x >= 0, t / (1 + t) below. The textbook
+      // 1 / (1 + exp(-x)) is 0 once exp(-x) overflows (x < -88.7), where silu's true value
+      // x * e^x is still a normal float down to x = -103 (silu(-89) = -1.98e-37).
+      Value t =
+          b_.create<math::ExpOp>(l, b_.create<arith::NegFOp>(l, b_.create<math::AbsFOp>(l, x)));
+      Value den = b_.create<arith::AddFOp>(l, one, t);
+      Value sig = b_.create<arith::DivFOp>(
+          l, b_.create<arith::SelectOp>(l, cmp(arith::CmpFPredicate::OGE, x, zero), one, t), den);
+      return n == "sigmoid" ? sig : (Value)b_.create<arith::MulFOp>(l, x, sig);
+    }
+    if (n == "relu")
+      return b_.create<arith::MaximumFOp>(l, x, zero); // NaN stays NaN
+    if (n == "elu") {
+      // x for x > 0, else expm1(x) (alpha 1). u = exp(x); below u = 0.5, u - 1 has no
+      // cancellation; above, Kahan's (u - 1) * x / log(u) keeps the relative accuracy that the
+      // plain difference loses near 0 (exp(1e-7) - 1 is 20% off in f32), and u == 1 gives x.
+      Value u = b_.create<math::ExpOp>(l, x);
+      Value um1 = b_.create<arith::SubFOp>(l, u, one);
+      Value kahan = b_.create<arith::DivFOp>(l, b_.create<arith::MulFOp>(l, um1, x),
+                                             b_.create<math::LogOp>(l, u));
+      Value neg = b_.create<arith::SelectOp>(
+          l, cmp(arith::CmpFPredicate::OEQ, u, one), x,
+          b_.create<arith::SelectOp>(l, cmp(arith::CmpFPredicate::OLT, u, f32(l, 0.5f)), um1,
+                                     kahan));
+      return b_.create<arith::SelectOp>(l, cmp(arith::CmpFPredicate::OGT, x, zero), x, neg);
+    }
+    if (n == "softplus") {
+      // PyTorch's softplus (beta 1, threshold 20): x above 20, else log1p(exp(x)), with log1p by
+      // Kahan's rewrite (log(1 + y) is 0 for y below 6e-8 in f32, where log1p(y) is y):
+      // w = 1 + y; y where w == 1, log(w) * y / (w - 1) else.
+      Value y = b_.create<math::ExpOp>(l, x);
+      Value w = b_.create<arith::AddFOp>(l, one, y);
+      Value kahan =
+          b_.create<arith::DivFOp>(l, b_.create<arith::MulFOp>(l, b_.create<math::LogOp>(l, w), y),
+                                   b_.create<arith::SubFOp>(l, w, one));
+      Value lp = b_.create<arith::SelectOp>(l, cmp(arith::CmpFPredicate::OEQ, w, one), y, kahan);
+      return b_.create<arith::SelectOp>(l, cmp(arith::CmpFPredicate::OGT, x, f32(l, 20.0f)), x, lp);
+    }
+    return Value();
+  }
+
   Value genCall(const Expr &e) {
     Location l = loc(e.loc);
     const std::string &n = e.name;
@@ -368,7 +420,11 @@ private:
     }
     if (n == "abs" && e.type == ScalarType::Int)
       return b_.create<math::AbsIOp>(l, gen(*e.args[0]));
+    if (n == "relu" && e.type == ScalarType::Int)
+      return b_.create<arith::MaxSIOp>(l, gen(*e.args[0]), b_.create<arith::ConstantIndexOp>(l, 0));
     Value x = toFloat(gen(*e.args[0]));
+    if (Value v = genActivation(n, x, l))
+      return v;
     if (n == "exp")
       return b_.create<math::ExpOp>(l, x);
     if (n == "log")

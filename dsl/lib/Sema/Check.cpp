@@ -284,7 +284,7 @@ void KernelSema::checkCall(Expr &e) {
   }
   if (e.name == "min" || e.name == "max")
     e.type = promote(e.args[0]->type, e.args[1]->type);
-  else if (e.name == "abs")
+  else if (e.name == "abs" || e.name == "relu")
     e.type = e.args[0]->type;
   else if (e.name == "ifloor")
     e.type = ScalarType::Int; // float -> int: sampling coordinates

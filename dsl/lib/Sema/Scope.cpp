@@ -8,9 +8,28 @@ namespace attnc::dsl::sema {
 
 namespace {
 const Builtin kBuiltins[] = {
-    {"exp", 1},    {"log", 1},  {"sqrt", 1}, {"rsqrt", 1}, {"sin", 1},
-    {"cos", 1},    {"tanh", 1}, {"erf", 1},  {"abs", 1},   {"floor", 1},
-    {"ifloor", 1}, {"pow", 2},  {"min", 2},  {"max", 2},   {"select", 3},
+    {"exp", 1},
+    {"log", 1},
+    {"sqrt", 1},
+    {"rsqrt", 1},
+    {"sin", 1},
+    {"cos", 1},
+    {"tanh", 1},
+    {"erf", 1},
+    {"abs", 1},
+    {"floor", 1},
+    {"ifloor", 1},
+    {"pow", 2},
+    {"min", 2},
+    {"max", 2},
+    {"select", 3},
+    // Activations users write in attention variants (sigmoid attention, gated outputs, kernel
+    // feature maps of linear attention), with PyTorch's definitions (docs/language.md §5).
+    {"sigmoid", 1},
+    {"silu", 1},
+    {"elu", 1},
+    {"softplus", 1},
+    {"relu", 1},
 };
 } // namespace
 
