@@ -1,4 +1,5 @@
-// IEEE-correct special values for exp, log, pow and erf around Halide's float math.
+// IEEE-correct special values for exp, log, pow and erf around Halide's float math; tanh, sin
+// and cos as vector code.
 #include "IeeeMath.h"
 
 #include <limits>
@@ -75,5 +76,58 @@ H::Expr ieeePow(const H::Expr &x, const H::Expr &y) {
       H::select(H::is_nan(x) || H::is_nan(y), H::Expr(kNaN),
                 H::select(x < 0.0f && ax != kInf && ay != kInf && !yInt, H::Expr(kNaN), value)));
 }
+
+H::Expr vecTanh(const H::Expr &x) {
+  // tanh|x| = -e / (2 + e) with e = expm1(-2|x|) in [-1, 0]; expm1 by Kahan's rewrite of
+  // u - 1, u = exp(y): y where u == 1 (|x| below 2^-25: tanh x = x in f32), u - 1 where u < 0.5
+  // (no cancellation), (u - 1) * y / log(u) between, which keeps e's relative accuracy near 0
+  // that (1 - exp(-2|x|)) / (1 + exp(-2|x|)) loses (30% off at |x| = 1e-7). e = -1 from
+  // |x| = 9 on gives 1. The sign is x's (so tanh(-0) = -0); NaN stays NaN.
+  H::Expr y = H::abs(x) * -2.0f;
+  H::Expr u = ieeeExp(y);
+  H::Expr um1 = u - 1.0f;
+  H::Expr e = H::select(u == 1.0f, y, H::select(u < 0.5f, um1, um1 * y / H::log(u)));
+  H::Expr t = negated(e) / (e + 2.0f);
+  return H::select(H::is_nan(x), x, H::select(signBit(x), negated(t), t));
+}
+
+namespace {
+// sin (cosine = false) or cos of x. The argument is reduced in double precision: j = the
+// integer nearest x * 2/pi, r = (x - j P1) - j P2 with pi/2 = P1 + P2 to 106 bits, so r's
+// absolute error is about |x| 2^-53 (1e-8 at |x| = 1e8) where a float reduction loses all
+// accuracy past |x| = 1e5 (rotary angles reach position * 1). Defined for |x| < 2^30. r in [-pi/4, pi/4] is rounded to
+// float and evaluated with Cephes' sinf/cosf polynomials (1-2 ulp on that interval); the
+// quadrant j mod 4 picks sin or cos of r and the sign. inf and NaN give NaN (inf - inf).
+H::Expr sinCos(const H::Expr &x, bool cosine) {
+  auto f64 = [](double v) {
+    return H::Internal::make_const(H::Float(64), v);
+  }; // Expr(double) is an f32
+  H::Expr kTwoOverPi = f64(0.63661977236758134308);
+  H::Expr kP1 = f64(1.5707963267948966);    // pi/2 rounded to double
+  H::Expr kP2 = f64(6.123233995736766e-17); // pi/2 - kP1
+  H::Expr xd = H::cast<double>(x);
+  H::Expr j = H::round(xd * kTwoOverPi);
+  H::Expr r = H::cast<float>((xd - j * kP1) - j * kP2);
+  H::Expr q = H::cast<int32_t>(j - H::floor(j * f64(0.25)) * f64(4.0)); // j mod 4, in 0..3
+  H::Expr z = r * r;
+  H::Expr s = ((z * -1.9515295891e-4f + 8.3321608736e-3f) * z - 1.6666654611e-1f) * z * r + r;
+  H::Expr c =
+      ((z * 2.443315711809948e-5f - 1.388731625493765e-3f) * z + 4.166664568298827e-2f) * z * z -
+      z * 0.5f + 1.0f;
+  if (cosine)
+    q = (q + 1) % 4; // cos x = sin(x + pi/2)
+  H::Expr v = H::select(q % 2 == 0, s, c);
+  v = H::select(q >= 2, negated(v), v);
+  // From |x| = 2^30 on the reduction's error (|x| 2^-52) passes 2^-22 and soon exceeds 1: such
+  // arguments give NaN rather than a value that looks right (no attention kernel comes near:
+  // rotary angles stay below 1e7), docs/language.md §7.
+  v = H::select(H::abs(x) >= 1073741824.0f, H::Expr(kNaN), v);
+  // x - j P1 with j = 0 is +0 for x = -0; sin keeps the sign of a zero.
+  return cosine ? v : H::select(x == 0.0f, x, v);
+}
+} // namespace
+
+H::Expr vecSin(const H::Expr &x) { return sinCos(x, false); }
+H::Expr vecCos(const H::Expr &x) { return sinCos(x, true); }
 
 } // namespace attnc
