@@ -213,7 +213,63 @@ Value materialize(Value v, Operation *def, IRMapping &map, OpBuilder &b) {
   return c->getResult(cast<OpResult>(v).getResultNumber());
 }
 
+// Whether the softmax's score (its yield's first value) is computed by a reduction inside the
+// softmax. (An `.exclude` read there is already a `.zero` read whose range test MLIRGen joined
+// to the mask, which stays in the softmax.)
+bool scoreReduces(attn::SoftmaxOp p) {
+  Block &body = p.getBody().front();
+  Value score = cast<attn::YieldOp>(body.getTerminator()).getValues()[0];
+  bool reduces = false;
+  SmallVector<Value> work{score};
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  while (!work.empty() && !reduces) {
+    Operation *op = work.pop_back_val().getDefiningOp();
+    if (!op || op->getBlock() != &body || !seen.insert(op).second)
+      continue;
+    reduces = isa<attn::ReduceOp>(op);
+    work.append(op->getOperands().begin(), op->getOperands().end());
+  }
+  return reduces;
+}
+
+// Canonical form (#20): a score contraction written inside the softmax,
+// `p = softmax(j) rsqrt(D) * sum(d) q(i, d) * k(j, d)`, becomes the definition `<p>__logits`
+// that the softmax reads, as if written `s = ...; p = softmax(j) s` (sdpa.attn's form). Inline,
+// HalideGen lowers the sum into the tile's score Func, which the online schedules inline into
+// every use (the tile max, the exps): SDPA ran 13x slower. Its own definition is a contraction
+// that cpu-online computes once per (query tile, key tile), the same plan as the separate form.
+// The mask stays in the softmax; the ops only the score used leave it.
+void hoistScore(attn::SoftmaxOp p) {
+  Block &body = p.getBody().front();
+  auto yield = cast<attn::YieldOp>(body.getTerminator());
+  Value score = yield.getValues()[0];
+  OpBuilder b(p);
+  auto def =
+      b.create<attn::DefineOp>(p.getLoc(), p.getResult().getType(),
+                               (p.getName() + "__logits").str(), p.getExtents(), p.getIndices());
+  Block *db = new Block();
+  def.getBody().push_back(db);
+  IRMapping map;
+  for (BlockArgument a : body.getArguments())
+    map.map(a, db->addArgument(a.getType(), a.getLoc()));
+  OpBuilder dbld = OpBuilder::atBlockEnd(db);
+  Value s = materialize(score, p, map, dbld);
+  dbld.create<attn::YieldOp>(yield.getLoc(), ValueRange{s});
+  auto rb = OpBuilder::atBlockBegin(&body); // the score first, as a separate definition reads
+  auto rd = rb.create<attn::ReadOp>(score.getLoc(), score.getType(), def.getResult(),
+                                    ValueRange(body.getArguments()), rb.getStringAttr("none"));
+  yield->setOperand(0, rd.getResult());
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    ops.push_back(&op);
+  for (Operation *op : llvm::reverse(ops)) // users before what they use
+    if (op->use_empty() && (isa<attn::ReadOp, attn::ReduceOp>(op) || isPure(op)))
+      op->erase();
+}
+
 void rewrite(Match &m, int64_t tile) {
+  if (scoreReduces(m.p))
+    hoistScore(m.p);
   MLIRContext *ctx = m.p.getContext();
   OpBuilder b(m.def);
   Block &db = m.def.getBody().front();
