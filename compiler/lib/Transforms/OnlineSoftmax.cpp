@@ -303,9 +303,13 @@ void recordKeyMask(attn::OnlineSoftmaxOp op) {
   SmallVector<int64_t> keyLeaves, indices;
   bool keyOnly = true;
   for (auto [i, l] : llvm::enumerate(leaves)) {
-    bool rowFree = !qArg || !dependsOn(l, qArg);
-    keyOnly &= rowFree;
-    if (rowFree && dependsOn(l, keyArg))
+    bool key = (!qArg || !dependsOn(l, qArg)) && dependsOn(l, keyArg);
+    // key_only means the key conjuncts are the whole mask: HalideGen then tests no mask in the
+    // tiles they fully let through. A conjunct that reads neither the query row nor the key
+    // (`flag(b) > 0`) is no key conjunct, and must keep those tests
+    // (regressions/key-mask-batch-conjunct.test).
+    keyOnly &= key;
+    if (key)
       keyLeaves.push_back(i);
   }
   if (keyLeaves.empty())

@@ -67,8 +67,8 @@ def Attn_KeyMaskAttr : AttrDef<Attn_Dialect, "KeyMask"> {
     query row (the innermost score index that is a row): a key padding mask, `pad(b, j) == 0`.
     `conjuncts` are positions in the mask's `&&` leaves (attnc::attn::maskConjuncts' order, left
     to right), `indices` the score indices other than the key that those conjuncts read (by
-    position among the score's indices), and `key_only` says that no conjunct of the mask depends
-    on the query row. HalideGen reduces these conjuncts once per call to the range of visible keys
+    position among the score's indices), and `key_only` says that the mask is nothing but these
+    conjuncts. HalideGen reduces these conjuncts once per call to the range of visible keys
     and skips the key tiles outside it (docs/language.md §20). The discardable attribute
     `attn.key_mask` holds one; it is absent where no conjunct is such.
 
