@@ -13,6 +13,9 @@
 // subscripts are distinct indices of that definition. Otherwise p stays as it is, and the softmax
 // records why in `attn.online` (so `--emit=mlir` shows it). Small constant axes (windows) are left
 // alone: their scores fit in registers and the window schedules expect the unfused form.
+//
+// On every attn.online_softmax it also records which conjuncts of the mask are key padding
+// (`attn.key_mask`), the analysis HalideGen's tile skipping needs (recordKeyMask).
 #include "attnc/Transforms/Passes.h"
 
 #include "attnc/Dialect/AttnOps.h"
