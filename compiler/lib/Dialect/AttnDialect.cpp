@@ -1,10 +1,11 @@
-// Registration of the attn dialect and its operations, and the check of its attributes.
+// Registration of the attn dialect and its operations, and its attributes' syntax and checks.
 #include "attnc/Dialect/AttnDialect.h"
 #include "attnc/Dialect/AttnOps.h"
 
 #include "mlir/IR/AffineExpr.h"
 #include "mlir/IR/AffineMap.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -185,13 +186,222 @@ static bool positiveDivisors(AffineExpr e) {
   return ok;
 }
 
+//===----------------------------------------------------------------------===//
+// #attn.bound
+//===----------------------------------------------------------------------===//
+
+// What a bound is on its own; where it appears (the op, its indices, the kernel's sizes) is
+// checked by verifyOperationAttribute.
+LogicalResult BoundAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t index,
+                                AffineMapAttr lower, AffineMapAttr upper,
+                                ArrayRef<StringAttr> sizes, StringAttr, bool) {
+  if (index < 0)
+    return emitError() << "#attn.bound: index " << index << " is negative";
+  if (!lower && !upper)
+    return emitError() << "#attn.bound: needs 'lower' or 'upper'";
+  if (lower && upper && lower.getValue().getNumDims() != upper.getValue().getNumDims())
+    return emitError() << "#attn.bound: 'lower' and 'upper' must map the same indices";
+  for (auto [side, map] : {std::pair{"lower", lower}, std::pair{"upper", upper}}) {
+    if (!map)
+      continue;
+    AffineMap m = map.getValue();
+    if (m.getNumSymbols() != sizes.size() || m.getNumResults() == 0)
+      return emitError() << "#attn.bound: '" << side << "' must map the " << sizes.size()
+                         << " sizes to at least one bound";
+    for (AffineExpr e : m.getResults())
+      if (!positiveDivisors(e))
+        return emitError() << "#attn.bound: '" << side << "' may divide only by positive constants";
+  }
+  return success();
+}
+
+// `<index = 1, lower = affine_map<..>, upper = affine_map<..>, sizes = ["N"], from = "p", exact>`:
+// `index` first, the other entries in any order, each at most once; `sizes` is required.
+Attribute BoundAttr::parse(AsmParser &parser, Type) {
+  int64_t index = 0;
+  AffineMapAttr lower, upper;
+  SmallVector<StringAttr> sizes;
+  StringAttr from;
+  bool exact = false, haveSizes = false;
+  MLIRContext *ctx = parser.getContext();
+  if (parser.parseLess() || parser.parseKeyword("index") || parser.parseEqual() ||
+      parser.parseInteger(index))
+    return {};
+  llvm::StringSet<> seen;
+  while (succeeded(parser.parseOptionalComma())) {
+    StringRef key;
+    SMLoc loc = parser.getCurrentLocation();
+    if (parser.parseKeyword(&key))
+      return {};
+    if (!seen.insert(key).second) {
+      parser.emitError(loc) << "#attn.bound: '" << key << "' appears twice";
+      return {};
+    }
+    if (key == "exact") {
+      exact = true;
+      continue;
+    }
+    if (parser.parseEqual())
+      return {};
+    if (key == "lower" || key == "upper") {
+      Attribute a;
+      SMLoc at = parser.getCurrentLocation();
+      if (parser.parseAttribute(a))
+        return {};
+      auto map = llvm::dyn_cast<AffineMapAttr>(a);
+      if (!map) {
+        parser.emitError(at) << "#attn.bound: '" << key << "' must be an affine map";
+        return {};
+      }
+      (key == "lower" ? lower : upper) = map;
+    } else if (key == "sizes") {
+      haveSizes = true;
+      if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&]() -> ParseResult {
+            std::string name;
+            if (parser.parseString(&name))
+              return failure();
+            sizes.push_back(StringAttr::get(ctx, name));
+            return success();
+          }))
+        return {};
+    } else if (key == "from") {
+      std::string name;
+      if (parser.parseString(&name))
+        return {};
+      from = StringAttr::get(ctx, name);
+    } else {
+      parser.emitError(loc) << "#attn.bound: unknown entry '" << key
+                            << "' (index, lower, upper, sizes, from, exact)";
+      return {};
+    }
+  }
+  if (parser.parseGreater())
+    return {};
+  if (!haveSizes) {
+    parser.emitError(parser.getNameLoc()) << "#attn.bound: needs 'sizes'";
+    return {};
+  }
+  return getChecked([&] { return parser.emitError(parser.getNameLoc()); }, ctx, index, lower, upper,
+                    sizes, from, exact);
+}
+
+void BoundAttr::print(AsmPrinter &printer) const {
+  printer << "<index = " << getIndex();
+  if (getLower()) {
+    printer << ", lower = ";
+    printer.printAttribute(getLower());
+  }
+  if (getUpper()) {
+    printer << ", upper = ";
+    printer.printAttribute(getUpper());
+  }
+  printer << ", sizes = [";
+  llvm::interleaveComma(getSizes(), printer,
+                        [&](StringAttr s) { printer.printString(s.getValue()); });
+  printer << "]";
+  if (getFrom()) {
+    printer << ", from = ";
+    printer.printString(getFrom().getValue());
+  }
+  if (getExact())
+    printer << ", exact";
+  printer << ">";
+}
+
+//===----------------------------------------------------------------------===//
+// #attn.key_mask
+//===----------------------------------------------------------------------===//
+
+LogicalResult KeyMaskAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  ArrayRef<int64_t> conjuncts, ArrayRef<int64_t> indices, bool) {
+  if (conjuncts.empty())
+    return emitError() << "#attn.key_mask: needs at least one conjunct";
+  for (auto [what, list] : {std::pair{"conjuncts", conjuncts}, std::pair{"indices", indices}})
+    for (size_t i = 0; i < list.size(); ++i)
+      if (list[i] < 0 || (i && list[i] <= list[i - 1]))
+        return emitError() << "#attn.key_mask: '" << what
+                           << "' must be increasing non-negative positions";
+  return success();
+}
+
+// `<conjuncts = [1, 2], indices = [0], key_only>`.
+Attribute KeyMaskAttr::parse(AsmParser &parser, Type) {
+  SmallVector<int64_t> conjuncts, indices;
+  auto positions = [&](StringRef key, SmallVectorImpl<int64_t> &out) -> ParseResult {
+    if (parser.parseKeyword(key) || parser.parseEqual())
+      return failure();
+    return parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&]() -> ParseResult {
+      return parser.parseInteger(out.emplace_back());
+    });
+  };
+  if (parser.parseLess() || positions("conjuncts", conjuncts) || parser.parseComma() ||
+      positions("indices", indices))
+    return {};
+  bool keyOnly = false;
+  if (succeeded(parser.parseOptionalComma())) {
+    if (parser.parseKeyword("key_only"))
+      return {};
+    keyOnly = true;
+  }
+  if (parser.parseGreater())
+    return {};
+  return getChecked([&] { return parser.emitError(parser.getNameLoc()); }, parser.getContext(),
+                    conjuncts, indices, keyOnly);
+}
+
+void KeyMaskAttr::print(AsmPrinter &printer) const {
+  printer << "<conjuncts = [";
+  llvm::interleaveComma(getConjuncts(), printer);
+  printer << "], indices = [";
+  llvm::interleaveComma(getIndices(), printer);
+  printer << "]" << (getKeyOnly() ? ", key_only>" : ">");
+}
+
+void attnc::attn::maskConjuncts(Value mask, SmallVectorImpl<Value> &out) {
+  if (auto a = mask.getDefiningOp<arith::AndIOp>(); a && a.getType().isInteger(1)) {
+    maskConjuncts(a.getLhs(), out);
+    maskConjuncts(a.getRhs(), out);
+    return;
+  }
+  out.push_back(mask);
+}
+
+//===----------------------------------------------------------------------===//
+// Discardable attributes: attn.bounds, attn.key_mask
+//===----------------------------------------------------------------------===//
+
+// attn.key_mask on an online softmax: its positions name conjuncts of the mask and score indices
+// other than the key and the query row.
+static LogicalResult verifyKeyMask(Operation *op, Attribute value) {
+  auto fail = [&](const Twine &why) { return op->emitOpError("'") << kKeyMaskAttr << "' " << why; };
+  auto km = dyn_cast<KeyMaskAttr>(value);
+  if (!km)
+    return fail("must be an #attn.key_mask");
+  auto on = dyn_cast<OnlineSoftmaxOp>(op);
+  if (!on)
+    return fail("applies to attn.online_softmax only");
+  if (!on.hasMask())
+    return fail("needs a mask");
+  SmallVector<Value> leaves;
+  maskConjuncts(on.getScore().front().getTerminator()->getOperand(1), leaves);
+  if (km.getConjuncts().back() >= (int64_t)leaves.size())
+    return fail("conjunct ") << km.getConjuncts().back() << " is out of range (the mask has "
+                             << leaves.size() << ")";
+  for (int64_t i : km.getIndices())
+    if (i >= (int64_t)on.getRows().size() || i == on.getKeyPosition() || i == on.getQueryPosition())
+      return fail("index ") << i << " is not a score index other than the key and the query row";
+  return success();
+}
+
 LogicalResult AttnDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  if (attr.getName() == kKeyMaskAttr)
+    return verifyKeyMask(op, attr.getValue());
   if (attr.getName() != kBoundsAttr)
     return success();
   auto fail = [&](const Twine &why) { return op->emitOpError("'") << kBoundsAttr << "' " << why; };
   auto entries = dyn_cast<ArrayAttr>(attr.getValue());
   if (!entries)
-    return fail("must be an array of dictionaries");
+    return fail("must be an array of #attn.bound");
   // Dimensions of the maps: the softmax's indices, or the indices of a reduction's definition.
   Operation *dimsOwner = op;
   size_t numIndices = 0;
@@ -218,57 +428,33 @@ LogicalResult AttnDialect::verifyOperationAttribute(Operation *op, NamedAttribut
   unsigned numDims = dimsOwner->getRegion(0).front().getNumArguments();
   auto kernel = op->getParentOfType<KernelOp>();
   for (Attribute a : entries) {
-    auto d = dyn_cast<DictionaryAttr>(a);
-    if (!d)
-      return fail("must be an array of dictionaries");
-    auto index = d.getAs<IntegerAttr>("index");
-    auto sizes = d.getAs<ArrayAttr>("sizes");
-    if (!index || !sizes)
-      return fail("entries need 'index' and 'sizes'");
-    int64_t i = index.getInt();
-    if (i < 0 || i >= (int64_t)numIndices)
+    auto b = dyn_cast<BoundAttr>(a);
+    if (!b)
+      return fail("must be an array of #attn.bound");
+    int64_t i = b.getIndex();
+    if (i >= (int64_t)numIndices)
       return fail("index ") << i << " is out of range";
     if (isa<SoftmaxOp, OnlineSoftmaxOp>(op) && !llvm::is_contained(axes, i))
       return fail("index ") << i << " is not a softmax axis";
-    for (Attribute s : sizes) {
-      auto name = dyn_cast<StringAttr>(s);
-      if (!name)
-        return fail("'sizes' must hold size names");
+    for (StringAttr name : b.getSizes()) {
       bool known = false;
       if (kernel)
         kernel.walk([&](DimOp dim) { known |= dim.getSize() == name.getValue(); });
       if (!known)
         return fail("names '") << name.getValue() << "', which is not a size of the kernel";
     }
-    if (Attribute e = d.get("exact")) {
-      if (!isa<UnitAttr>(e))
-        return fail("'exact' must be a unit attribute");
-      if (!isa<SoftmaxOp, OnlineSoftmaxOp>(op))
-        return fail("'exact' applies to softmax bounds only");
-    }
-    bool any = false;
-    for (StringRef side : {"lower", "upper"}) {
-      Attribute m = d.get(side);
-      if (!m)
-        continue;
-      auto map = dyn_cast<AffineMapAttr>(m);
+    if (b.getExact() && !isa<SoftmaxOp, OnlineSoftmaxOp>(op))
+      return fail("'exact' applies to softmax bounds only");
+    for (auto [side, map] : {std::pair{"lower", b.getLower()}, std::pair{"upper", b.getUpper()}}) {
       if (!map)
-        return fail("'") << side << "' must be an affine map";
+        continue;
       AffineMap mv = map.getValue();
-      if (mv.getNumDims() != numDims || mv.getNumSymbols() != sizes.size() ||
-          mv.getNumResults() == 0)
-        return fail("'") << side << "' must map the " << numDims << " indices and " << sizes.size()
-                         << " sizes to at least one bound";
-      for (AffineExpr e : mv.getResults())
-        if (!positiveDivisors(e))
-          return fail("'") << side << "' may divide only by positive constants";
+      if (mv.getNumDims() != numDims)
+        return fail("'") << side << "' must map the " << numDims << " indices";
       for (int64_t ax : axes)
         if (mv.isFunctionOfDim(ax))
           return fail("'") << side << "' may not depend on a softmax axis";
-      any = true;
     }
-    if (!any)
-      return fail("entries need 'lower' or 'upper'");
   }
   return success();
 }

@@ -264,6 +264,13 @@ unsigned OnlineSoftmaxOp::getKeyPosition() {
   ArrayRef<int64_t> rows = getRows();
   return std::find(rows.begin(), rows.end(), -1) - rows.begin();
 }
+int OnlineSoftmaxOp::getQueryPosition() {
+  ArrayRef<int64_t> rows = getRows();
+  for (int k = (int)rows.size() - 1; k >= 0; --k)
+    if (rows[k] >= 0)
+      return k;
+  return -1;
+}
 LogicalResult OnlineSoftmaxOp::verify() {
   RankedTensorType type = getResult().getType();
   if (type.getRank() != (int64_t)getExtents().size())

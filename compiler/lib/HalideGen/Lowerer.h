@@ -96,7 +96,7 @@ private:
   H::RDom makeRDom(ValueRange extents, ArrayAttr names, Env &env, const std::string &owner);
 
   // An affine bound of attn.bounds in Halide; undefined if it uses a dimension without a value.
-  H::Expr affine(AffineExpr e, const std::vector<H::Expr> &dims, ArrayAttr sizes);
+  H::Expr affine(AffineExpr e, const std::vector<H::Expr> &dims, ArrayRef<StringAttr> sizes);
 
   // Restricts `r` to the attn.bounds of `op` (a softmax or a reduction): index `i` of the bounds is
   // RDom dimension `rdomDim[i]` (-1: none), and the maps' dimensions take the values `dims`.
@@ -130,11 +130,6 @@ private:
   // (clamped keys vectorise to gathers that Halide could not partition away under a mask). With
   // fewer keys than slots (Nk < T) base is 0 and slots past the last key are masked.
   void lowerOnline(attn::OnlineSoftmaxOp op);
-
-  // The leaves of an `&&` tree of i1 values.
-  static void andLeaves(Value v, SmallVectorImpl<Value> &out);
-  // Whether `v` is computed from `arg` (through its operands and the regions of nested ops).
-  static bool dependsOn(Value v, Value arg);
 
   // A reduction's body, made to use its domain: Halide attaches an RDom to an update only through
   // the RVars the update mentions, so `sum(j in 0..N) 1.0` would run once, not N times. A body

@@ -233,24 +233,22 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     // drop the clamps of the key reads; bounds inference applies the simplified reads to the
     // tile loop's range even when it is empty, Nk < T, and would read keys below 0.)
     H::Expr vis, full = t < Nk / T;
-    for (Attribute a : entries) {
-      auto entry = cast<DictionaryAttr>(a);
-      if (entry.getAs<IntegerAttr>("index").getInt() != (int64_t)keyPos)
+    for (auto entry : entries.getAsRange<attn::BoundAttr>()) {
+      if (entry.getIndex() != (int64_t)keyPos)
         continue;
-      exact = (bool)entry.get("exact");
-      for (StringRef side : {"lower", "upper"}) {
-        auto map = entry.getAs<AffineMapAttr>(side);
+      exact = entry.getExact();
+      for (bool lower : {true, false}) {
+        AffineMapAttr map = lower ? entry.getLower() : entry.getUpper();
         if (!map)
           continue;
         for (AffineExpr e : map.getValue().getResults()) {
-          H::Expr b0 = affine(e, first, entry.getAs<ArrayAttr>("sizes")),
-                  b1 = affine(e, last, entry.getAs<ArrayAttr>("sizes"));
+          H::Expr b0 = affine(e, first, entry.getSizes()), b1 = affine(e, last, entry.getSizes());
           if (!b0.defined() || !b1.defined()) {
             exact = false;
             continue;
           }
-          H::Expr v = side == "lower" ? t * T + T > H::min(b0, b1) : t * T < H::max(b0, b1);
-          H::Expr f = side == "lower" ? t * T >= H::max(b0, b1) : t * T + T <= H::min(b0, b1);
+          H::Expr v = lower ? t * T + T > H::min(b0, b1) : t * T < H::max(b0, b1);
+          H::Expr f = lower ? t * T >= H::max(b0, b1) : t * T + T <= H::min(b0, b1);
           vis = vis.defined() ? vis && v : v;
           full = full && f;
         }
@@ -276,30 +274,22 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   bool keyOnly = false;
   H::Expr keyLo, keyHi;        // [first tile, end tile) holding visible keys
   std::vector<H::Expr> ranges; // fs, fe, ps, pe
-  if (sy.getValues().size() == 2) {
-    Value keyArg = sb.getArgument(keyPos), qArg = qpos >= 0 ? Value(sb.getArgument(qpos)) : Value();
+  // Which conjuncts those are, attn-online-softmax found (attn.key_mask); they are fetched here
+  // by their position among the mask's `&&` leaves.
+  auto keyMask = op->getAttrOfType<attn::KeyMaskAttr>(attn::kKeyMaskAttr);
+  if (sy.getValues().size() == 2 && keyMask) {
     SmallVector<Value> leaves, keyLeaves;
-    andLeaves(sy.getValues()[1], leaves);
-    keyOnly = true;
-    for (Value l : leaves) {
-      bool rowFree = !qArg || !dependsOn(l, qArg);
-      keyOnly &= rowFree;
-      if (rowFree && dependsOn(l, keyArg))
-        keyLeaves.push_back(l);
-    }
-    if (keyLeaves.empty())
-      keyOnly = false;
-    else {
+    attn::maskConjuncts(sy.getValues()[1], leaves);
+    for (int64_t i : keyMask.getConjuncts())
+      keyLeaves.push_back(leaves[i]);
+    keyOnly = keyMask.getKeyOnly();
+    {
       // Indexed by the row indices other than the query that the key conjuncts read.
       std::vector<H::Var> kvars;
       std::vector<std::string> knames;
-      for (size_t k = 0; k < rowVars.size(); ++k) {
-        if (qpos >= 0 && k + 1 == rowVars.size())
-          continue;
-        Value arg = sb.getArgument(k < keyPos ? k : k + 1);
-        if (llvm::any_of(keyLeaves, [&](Value l) { return dependsOn(l, arg); }))
+      for (size_t k = 0; k < rowVars.size(); ++k)
+        if (llvm::is_contained(keyMask.getIndices(), (int64_t)(k < keyPos ? k : k + 1)))
           kvars.push_back(rowVars[k]), knames.push_back(rowNames[k]);
-      }
       auto keyFunc = [&](const std::string &suffix) {
         LoweredFunc f = part(suffix, FuncRole::Reduction);
         f.definition = f.name; // scheduled as any reduction, not with the tiles
@@ -515,39 +505,6 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     addFunc(std::move(tranges));
   addFunc(std::move(state));
   addFunc(std::move(out));
-}
-
-// The leaves of an `&&` tree of i1 values.
-void Lowerer::andLeaves(Value v, SmallVectorImpl<Value> &out) {
-  if (auto a = v.getDefiningOp<arith::AndIOp>(); a && a.getType().isInteger(1)) {
-    andLeaves(a.getLhs(), out);
-    andLeaves(a.getRhs(), out);
-    return;
-  }
-  out.push_back(v);
-}
-
-// Whether `v` is computed from `arg` (through its operands and the regions of nested ops).
-bool Lowerer::dependsOn(Value v, Value arg) {
-  llvm::DenseSet<Value> seen;
-  std::function<bool(Value)> dep = [&](Value x) -> bool {
-    if (x == arg)
-      return true;
-    if (!seen.insert(x).second)
-      return false;
-    Operation *d = x.getDefiningOp();
-    if (!d)
-      return false;
-    bool found = false;
-    d->walk([&](Operation *op) {
-      for (Value o : op->getOperands())
-        if (!found &&
-            (o == arg || (o.getDefiningOp() ? !d->isAncestor(o.getDefiningOp()) && dep(o) : false)))
-          found = true;
-    });
-    return found;
-  };
-  return dep(v);
 }
 
 } // namespace attnc::lowering

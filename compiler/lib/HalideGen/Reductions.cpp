@@ -12,7 +12,8 @@ H::RDom Lowerer::makeRDom(ValueRange extents, ArrayAttr names, Env &env, const s
 }
 
 // An affine bound of attn.bounds in Halide; undefined if it uses a dimension without a value.
-H::Expr Lowerer::affine(AffineExpr e, const std::vector<H::Expr> &dims, ArrayAttr sizes) {
+H::Expr Lowerer::affine(AffineExpr e, const std::vector<H::Expr> &dims,
+                        ArrayRef<StringAttr> sizes) {
   switch (e.getKind()) {
   case AffineExprKind::Constant:
     return H::Expr((int32_t)cast<AffineConstantExpr>(e).getValue());
@@ -21,8 +22,7 @@ H::Expr Lowerer::affine(AffineExpr e, const std::vector<H::Expr> &dims, ArrayAtt
     return d < dims.size() ? dims[d] : H::Expr();
   }
   case AffineExprKind::SymbolId: {
-    auto it = sizes_.find(
-        cast<StringAttr>(sizes[cast<AffineSymbolExpr>(e).getPosition()]).getValue().str());
+    auto it = sizes_.find(sizes[cast<AffineSymbolExpr>(e).getPosition()].getValue().str());
     return it == sizes_.end() ? H::Expr() : it->second;
   }
   default:
@@ -62,21 +62,19 @@ bool Lowerer::restrictToBounds(H::RDom &r, Operation *op, const std::vector<int>
     return false;
   H::Expr pred;
   auto add = [&](H::Expr c) { pred = pred.defined() ? pred && c : c; };
-  for (Attribute a : entries) {
-    auto entry = cast<DictionaryAttr>(a);
-    int64_t index = entry.getAs<IntegerAttr>("index").getInt();
+  for (auto entry : entries.getAsRange<attn::BoundAttr>()) {
+    int64_t index = entry.getIndex();
     if (index >= (int64_t)rdomDim.size() || rdomDim[index] < 0)
       continue;
     H::RVar x = r[rdomDim[index]];
-    auto sizes = entry.getAs<ArrayAttr>("sizes");
-    for (StringRef side : {"lower", "upper"}) {
-      auto map = entry.getAs<AffineMapAttr>(side);
+    for (bool lower : {true, false}) {
+      AffineMapAttr map = lower ? entry.getLower() : entry.getUpper();
       if (!map)
         continue;
       for (AffineExpr e : map.getValue().getResults()) {
-        H::Expr b = affine(e, dims, sizes);
+        H::Expr b = affine(e, dims, entry.getSizes());
         if (b.defined())
-          add(side == "lower" ? H::Expr(x) >= b : H::Expr(x) < b);
+          add(lower ? H::Expr(x) >= b : H::Expr(x) < b);
       }
     }
   }

@@ -227,27 +227,21 @@ struct Bounds {
   bool empty() const { return lower.empty() && upper.empty(); }
 };
 
-DictionaryAttr boundsEntry(MLIRContext *ctx, int64_t index, const Bounds &b,
-                           const AffineBuilder &ab, StringRef from, bool exact = false) {
-  Builder bld(ctx);
-  SmallVector<NamedAttribute> f{bld.getNamedAttr("index", bld.getI64IntegerAttr(index))};
-  if (exact)
-    f.push_back(bld.getNamedAttr("exact", bld.getUnitAttr()));
+attn::BoundAttr boundsEntry(MLIRContext *ctx, int64_t index, const Bounds &b,
+                            const AffineBuilder &ab, StringRef from, bool exact = false) {
   auto map = [&](ArrayRef<AffineExpr> es) {
+    if (es.empty())
+      return AffineMapAttr();
     SmallVector<AffineExpr> simple;
     for (AffineExpr e : es)
       simple.push_back(simplifyAffineExpr(e, ab.dims.size(), ab.symbols.size()));
     return AffineMapAttr::get(AffineMap::get(ab.dims.size(), ab.symbols.size(), simple, ctx));
   };
-  if (!b.lower.empty())
-    f.push_back(bld.getNamedAttr("lower", map(b.lower)));
-  if (!b.upper.empty())
-    f.push_back(bld.getNamedAttr("upper", map(b.upper)));
-  SmallVector<StringRef> syms(ab.symbols.begin(), ab.symbols.end());
-  f.push_back(bld.getNamedAttr("sizes", bld.getStrArrayAttr(syms)));
-  if (!from.empty())
-    f.push_back(bld.getNamedAttr("from", bld.getStringAttr(from)));
-  return bld.getDictionaryAttr(f);
+  SmallVector<StringAttr> syms;
+  for (const std::string &s : ab.symbols)
+    syms.push_back(StringAttr::get(ctx, s));
+  return attn::BoundAttr::get(ctx, index, map(b.lower), map(b.upper), syms,
+                              from.empty() ? StringAttr() : StringAttr::get(ctx, from), exact);
 }
 
 // --- softmax axes ------------------------------------------------------------------------------
@@ -350,10 +344,11 @@ Operation *enclosingDefinition(Operation *op) {
 
 // The affine expression of the map's result `e` after substituting its dimensions by `dims`
 // and its symbols (names `from`) by symbols of `ab`.
-AffineExpr substitute(AffineExpr e, ArrayRef<AffineExpr> dims, ArrayAttr from, AffineBuilder &ab) {
+AffineExpr substitute(AffineExpr e, ArrayRef<AffineExpr> dims, ArrayRef<StringAttr> from,
+                      AffineBuilder &ab) {
   SmallVector<AffineExpr> syms;
-  for (Attribute s : from)
-    syms.push_back(getAffineSymbolExpr(ab.symbol(cast<StringAttr>(s).getValue().str()), ab.ctx));
+  for (StringAttr s : from)
+    syms.push_back(getAffineSymbolExpr(ab.symbol(s.getValue().str()), ab.ctx));
   return e.replaceDimsAndSymbols(dims, syms);
 }
 
@@ -390,8 +385,8 @@ void boundSum(attn::ReduceOp red) {
     for (Value s : r.getIndices())
       subs.push_back(linearOf(s));
     for (Attribute ea : entries) {
-      auto entry = cast<DictionaryAttr>(ea);
-      int64_t axis = entry.getAs<IntegerAttr>("index").getInt();
+      auto entry = cast<attn::BoundAttr>(ea);
+      int64_t axis = entry.getIndex();
       if (!subs[axis])
         continue;
       // The summed index k at the axis, with coefficient 1, plus terms A free of summed indices.
@@ -423,21 +418,21 @@ void boundSum(attn::ReduceOp red) {
         dims.push_back(x ? *x : getAffineConstantExpr(0, ab.ctx));
         if (!x && d != (size_t)axis) {
           bool used = false;
-          for (StringRef side : {"lower", "upper"})
-            if (auto m = entry.getAs<AffineMapAttr>(side))
+          for (AffineMapAttr m : {entry.getLower(), entry.getUpper()})
+            if (m)
               used |= m.getValue().isFunctionOfDim(d);
           ok = !used;
         }
       }
       if (!ok)
         continue;
-      auto syms = entry.getAs<ArrayAttr>("sizes");
+      ArrayRef<StringAttr> syms = entry.getSizes();
       Bounds &b = perIndex[*k];
       // lower <= k + A < upper  <=>  lower - A <= k < upper - A.
-      if (auto m = entry.getAs<AffineMapAttr>("lower"))
+      if (AffineMapAttr m = entry.getLower())
         for (AffineExpr e : m.getValue().getResults())
           b.lower.push_back(substitute(e, dims, syms, ab) - *a);
-      if (auto m = entry.getAs<AffineMapAttr>("upper"))
+      if (AffineMapAttr m = entry.getUpper())
         for (AffineExpr e : m.getValue().getResults())
           b.upper.push_back(substitute(e, dims, syms, ab) - *a);
       sources[*k].insert(p.getName());

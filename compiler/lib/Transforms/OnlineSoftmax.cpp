@@ -13,6 +13,9 @@
 // subscripts are distinct indices of that definition. Otherwise p stays as it is, and the softmax
 // records why in `attn.online` (so `--emit=mlir` shows it). Small constant axes (windows) are left
 // alone: their scores fit in registers and the window schedules expect the unfused form.
+//
+// On every attn.online_softmax it also records which conjuncts of the mask are key padding
+// (`attn.key_mask`), the analysis HalideGen's tile skipping needs (recordKeyMask).
 #include "attnc/Transforms/Passes.h"
 
 #include "attnc/Dialect/AttnOps.h"
@@ -22,6 +25,7 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/RegionUtils.h"
 
+#include <functional>
 #include <string>
 
 using namespace mlir;
@@ -317,6 +321,67 @@ void rewrite(Match &m, int64_t tile) {
   m.p.erase();
 }
 
+// Whether `v` is computed from `arg` (through its operands and the regions of nested ops).
+bool dependsOn(Value v, Value arg) {
+  llvm::DenseSet<Value> seen;
+  std::function<bool(Value)> dep = [&](Value x) -> bool {
+    if (x == arg)
+      return true;
+    if (!seen.insert(x).second)
+      return false;
+    Operation *d = x.getDefiningOp();
+    if (!d)
+      return false;
+    bool found = false;
+    d->walk([&](Operation *op) {
+      for (Value o : op->getOperands())
+        if (!found &&
+            (o == arg || (o.getDefiningOp() ? !d->isAncestor(o.getDefiningOp()) && dep(o) : false)))
+          found = true;
+    });
+    return found;
+  };
+  return dep(v);
+}
+
+// Records on `op` the conjuncts of its mask that depend on the key but not on the query row (a
+// key padding mask, `mask(b, j) == 0`), as `attn.key_mask`. This belongs here rather than in
+// attn-mask-bounds: "the query row" is a role the fusion gives a score index (the innermost row,
+// the one HalideGen groups the tiles' rows by); a plain softmax has no such row, and the
+// conjuncts matter only to the tiles of the streaming form.
+void recordKeyMask(attn::OnlineSoftmaxOp op) {
+  op->removeAttr(attn::kKeyMaskAttr);
+  if (!op.hasMask())
+    return;
+  Block &sb = op.getScore().front();
+  Value keyArg = sb.getArgument(op.getKeyPosition());
+  int qpos = op.getQueryPosition();
+  Value qArg = qpos >= 0 ? Value(sb.getArgument(qpos)) : Value();
+  SmallVector<Value> leaves;
+  attn::maskConjuncts(sb.getTerminator()->getOperand(1), leaves);
+  SmallVector<int64_t> keyLeaves, indices;
+  bool keyOnly = true;
+  for (auto [i, l] : llvm::enumerate(leaves)) {
+    bool key = (!qArg || !dependsOn(l, qArg)) && dependsOn(l, keyArg);
+    // key_only means the key conjuncts are the whole mask: HalideGen then tests no mask in the
+    // tiles they fully let through. A conjunct that reads neither the query row nor the key
+    // (`flag(b) > 0`) is no key conjunct, and must keep those tests
+    // (regressions/key-mask-batch-conjunct.test).
+    keyOnly &= key;
+    if (key)
+      keyLeaves.push_back(i);
+  }
+  if (keyLeaves.empty())
+    return;
+  // The other row indices the key conjuncts read: HalideGen reduces them once per entry of those.
+  for (int64_t k = 0; k < (int64_t)sb.getNumArguments(); ++k)
+    if (k != op.getKeyPosition() && k != qpos &&
+        llvm::any_of(keyLeaves, [&](int64_t i) { return dependsOn(leaves[i], sb.getArgument(k)); }))
+      indices.push_back(k);
+  op->setAttr(attn::kKeyMaskAttr,
+              attn::KeyMaskAttr::get(op.getContext(), keyLeaves, indices, keyOnly));
+}
+
 struct OnlineSoftmaxPass : impl::OnlineSoftmaxPassBase<OnlineSoftmaxPass> {
   using Base::Base;
 
@@ -339,6 +404,9 @@ struct OnlineSoftmaxPass : impl::OnlineSoftmaxPassBase<OnlineSoftmaxPass> {
       p->removeAttr(kOnlineAttr);
       rewrite(*m, chooseTile(p, tile));
     }
+    // Every online softmax, fused now or by an earlier run: a recorded analysis is recomputed,
+    // never trusted.
+    getOperation().walk([](attn::OnlineSoftmaxOp op) { recordKeyMask(op); });
   }
 };
 

@@ -10,11 +10,11 @@
 
 // CHECK-LABEL: attn.kernel @k(
 // CHECK:       %p = attn.softmax "p"
-// CHECK:       } {attn.bounds = [{exact, index = 1 : i64, lower = #[[LO]], sizes = ["N"], upper = #[[UP]]}], indices = ["i", "j"]}
+// CHECK:       } {attn.bounds = [#attn.bound<index = 1, lower = #[[LO]], upper = #[[UP]], sizes = ["N"], exact>], indices = ["i", "j"]}
 // CHECK:       %u = attn.softmax "u"
 // CHECK:       } {indices = ["i", "j"]}
 // CHECK:       %o = attn.define "o"
-// CHECK:           } {attn.bounds = [{from = "p", index = 0 : i64, lower = #[[LOE]], sizes = ["N"], upper = #[[UPE]]}], indices = ["j"]} : f32
+// CHECK:           } {attn.bounds = [#attn.bound<index = 0, lower = #[[LOE]], upper = #[[UPE]], sizes = ["N"], from = "p">], indices = ["j"]} : f32
 // CHECK:         } {indices = ["c"]} : f32
 attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "s"},
                %v: tensor<?x?xf32> {attn.dims = #attn.dims<N, D>, attn.name = "v"})
@@ -35,14 +35,14 @@ attn.kernel @k(%s: tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "s
     %m2 = arith.cmpi sge, %jn2, %i : index
     %m = arith.andi %m1, %m2 : i1
     attn.yield %x, %m : f32, i1
-  } {attn.bounds = [{index = 1 : i64, sizes = [], upper = affine_map<(d0, d1) -> (d0 + 5)>}], indices = ["i", "j"]} : tensor<?x?xf32>
+  } {attn.bounds = [#attn.bound<index = 1, upper = affine_map<(d0, d1) -> (d0 + 5)>, sizes = []>], indices = ["i", "j"]} : tensor<?x?xf32>
   // j != i bounds nothing: the stale attribute goes.
   %u = attn.softmax "u" [%N, %N] over [1] {
   ^bb0(%i: index, %j: index):
     %x = attn.read %s[%i, %j] : tensor<?x?xf32>
     %m = arith.cmpi ne, %j, %i : index
     attn.yield %x, %m : f32, i1
-  } {attn.bounds = [{index = 1 : i64, sizes = [], upper = affine_map<(d0, d1) -> (d0)>}], indices = ["i", "j"]} : tensor<?x?xf32>
+  } {attn.bounds = [#attn.bound<index = 1, upper = affine_map<(d0, d1) -> (d0)>, sizes = []>], indices = ["i", "j"]} : tensor<?x?xf32>
   // o(i, e, f) = sum(c) sum(j) p(i, j) * v(j, c): the inner sum is bounded, the outer is not.
   %o = attn.define "o" [%N, %D, %D] {
   ^bb0(%i: index, %e: index, %f: index):

@@ -16,15 +16,18 @@
 
 namespace attnc::attn {
 
-// Discardable attribute (set by attn-mask-bounds) on an attn.softmax or attn.reduce: an array of
-// {index, lower?, upper?, sizes, from?, exact?} dictionaries, each bounding one index (a softmax axis, by
-// position among the softmax's indices; a reduction index, by position among the reduction's):
-// lower <= index < upper, where `lower` (the max of its results) and `upper` (the min of its
-// results) are affine maps whose dimensions are the indices of the softmax (for a reduction: of
-// its enclosing definition) and whose symbols are the sizes named in `sizes`. Points outside
-// contribute nothing, so the reductions over the index may skip them. `exact` (softmax bounds
-// only): the mask is nothing but these bounds, so points inside them need no mask test.
+// Discardable attribute (set by attn-mask-bounds) on an attn.softmax, attn.online_softmax or
+// attn.reduce: an array of #attn.bound (AttnAttrs.td), each bounding one index. The maps'
+// dimensions are the indices of the softmax (for a reduction: of its enclosing definition).
 inline constexpr const char *kBoundsAttr = "attn.bounds";
+
+// Discardable attribute (set by attn-online-softmax) on an attn.online_softmax: an
+// #attn.key_mask (AttnAttrs.td), the mask's conjuncts that depend on the key but not the query row.
+inline constexpr const char *kKeyMaskAttr = "attn.key_mask";
+
+// The leaves of the `&&` tree of i1 values `mask`, left to right: the conjuncts that
+// #attn.key_mask's `conjuncts` count.
+void maskConjuncts(mlir::Value mask, llvm::SmallVectorImpl<mlir::Value> &out);
 
 // The MLIR element type of a kernel tensor of `dtype`, and back (false for a type that is no
 // attnc::DType): the one place the dialect maps the shared element types.

@@ -14,9 +14,9 @@ def Attn_Dialect : Dialect {
   }];
   let cppNamespace = "::attnc::attn";
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::math::MathDialect"];
-  // attn.bounds (attnc/Dialect/AttnDialect.h) is checked wherever it appears.
+  // attn.bounds and attn.key_mask (attnc/Dialect/AttnDialect.h) are checked wherever they appear.
   let hasOperationAttrVerify = 1;
-  // #attn.dims (AttnAttrs.td).
+  // #attn.dims, #attn.bound, #attn.key_mask (AttnAttrs.td).
   let useDefaultAttributePrinterParser = 1;
 }
 

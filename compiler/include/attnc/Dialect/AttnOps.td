@@ -185,6 +185,9 @@ def Attn_OnlineSoftmaxOp : Attn_Op<"online_softmax", [Pure, RecursiveMemoryEffec
     bool hasMask() { return getScore().front().getTerminator()->getNumOperands() == 2; }
     // Position of the key among the score's indices.
     unsigned getKeyPosition();
+    // Position of the query row among the score's indices: the innermost one that is a row (-1
+    // when the key is the only score index).
+    int getQueryPosition();
   }];
   let hasVerifier = 1;
 }

@@ -34,8 +34,9 @@ def MaskBoundsPass : Pass<"attn-mask-bounds", "mlir::ModuleOp"> {
   let description = [{
     For each softmax axis with a symbolic extent, the conjuncts of its mask that bound the axis
     affinely in the other indices and the sizes (`j <= i`, `j >= i - w`, `j <= i + Nk - Nq`)
-    become an `attn.bounds` attribute on the softmax; a sum whose body is zero wherever such a
-    softmax is zero (`sum(j) p(.., j) * v(.., j, e)`) gets the bounds carried over to its index.
+    become an `attn.bounds` attribute (an array of #attn.bound) on the softmax; a sum whose body is
+    zero wherever such a softmax is zero (`sum(j) p(.., j) * v(.., j, e)`) gets the bounds carried
+    over to its index.
     HalideGen restricts those reductions to the bounds (docs/language.md §9).
   }];
 }
@@ -48,7 +49,9 @@ def OnlineSoftmaxPass : Pass<"attn-online-softmax", "mlir::ModuleOp"> {
     the probabilities times a value into `attn.online_softmax`, which HalideGen lowers to
     FlashAttention's streaming form (running max, sum and rescaled accumulator over tiles of
     `tile` keys; 0 picks it from the key count estimate). A softmax it leaves alone records why
-    in `attn.online`. Runs after attn-mask-bounds, whose softmax bounds it carries over.
+    in `attn.online`. Runs after attn-mask-bounds, whose softmax bounds it carries over. On every
+    attn.online_softmax it records the mask's conjuncts that read the key but not the query row
+    (key padding) as `attn.key_mask` (#attn.key_mask), which HalideGen turns into skipped tiles.
   }];
   let options = [
     Option<"tile", "tile", "int64_t", /*default=*/"0",
