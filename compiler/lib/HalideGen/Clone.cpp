@@ -5,11 +5,12 @@
 // definitions, estimates on the inputs. Halide's own deep_copy shares the Parameters (inputs,
 // output buffers and their constraints) and the reduction domains, and keeps calls to Funcs
 // outside the copied set. So every object is copied here: each Func with its definitions and
-// output buffers, each input as a fresh ImageParam (same name, type and constraints) whose
-// implicit Func the copied definitions call, every reduction domain (so that RVars and their
-// bounds name the copy's Parameters), and every Expr held outside the Funcs (requirements, an
-// online softmax's key count and extents). Names stay the same, so the copy compiles to what a
-// fresh lowering compiles to.
+// output buffers, each input as an ImageParam of a copied Parameter (same name, type and
+// constraints) and a copied implicit Func, every reduction domain (so that RVars and their bounds
+// name the copy's Parameters), and every Expr held outside the Funcs (requirements, an online
+// softmax's key count and extents). Names stay the same and no new one is made, so the copy
+// compiles to what the lowering would have compiled to. LoopLevels stay shared: they are
+// immutable handles once set (compute_at replaces a Func's, it never changes one in place).
 #include "attnc/HalideGen.h"
 
 #include <map>
@@ -55,7 +56,6 @@ class Collector : public HI::IRGraphVisitor {
 public:
   std::vector<HI::Function> functions; // in the order found
   std::map<HI::FunctionPtr, size_t> index;
-  std::vector<H::ImageParam> images;
 
   void operator()(H::Func &f) { add(f.function()); }
   void operator()(H::RVar &r) {
@@ -66,10 +66,7 @@ public:
     if (e.defined())
       e.accept(this);
   }
-  void operator()(H::ImageParam &p) {
-    images.push_back(p);
-    add(H::Func(p).function());
-  }
+  void operator()(H::ImageParam &p) { add(H::Func(p).function()); }
 
 private:
   using HI::IRGraphVisitor::visit;
@@ -98,6 +95,18 @@ private:
   }
 };
 
+// An ImageParam made of a copied Parameter and implicit Func. ImageParam's public constructor
+// would name a new implicit Func with Halide's unique_name, whose counters are shared by every
+// name Halide makes (hashed): one more call can renumber a closure in the emitted code. The copy
+// makes no new names at all, so a kernel compiles as it did when it was lowered for it alone.
+struct ImageParamCopy : H::ImageParam {
+  ImageParamCopy(const H::ImageParam &from, const H::Parameter &p, const H::Func &f)
+      : H::ImageParam(from) {
+    param = p;
+    func = f;
+  }
+};
+
 // Rewrites Exprs of the original to name the copies: calls to the copied Funcs (weak where the
 // original's were, as a Func's calls to itself are), Parameters and reduction domains. A
 // Parameter or domain met for the first time is copied then.
@@ -106,7 +115,6 @@ public:
   std::map<HI::FunctionPtr, HI::Function> functions;
   std::map<H::Parameter, H::Parameter> params;
   std::map<HI::ReductionDomain, HI::ReductionDomain, HI::ReductionDomain::Compare> domains;
-  std::map<H::Parameter, H::ImageParam> images; // the original input's Parameter -> the copy
 
   using HI::IRGraphMutator::mutate;
 
@@ -127,7 +135,10 @@ public:
     if (e.defined())
       e = mutate(e);
   }
-  void operator()(H::ImageParam &p) { p = images.at(p.parameter()); }
+  void operator()(H::ImageParam &p) {
+    p = ImageParamCopy(p, param(p.parameter()),
+                       H::Func(function(H::Func(p).function().get_contents())));
+  }
 
   HI::Function function(const HI::FunctionPtr &f) const {
     auto it = functions.find(f);
@@ -237,17 +248,6 @@ private:
   }
 };
 
-// Gives `f` another name, all else kept.
-void rename(HI::Function f, const std::string &name, const std::string &originName) {
-  f.update_with_deserialization(
-      name, originName, f.output_types(), f.required_types(), f.required_dimensions(), f.args(),
-      f.schedule(), f.definition(), f.updates(), f.debug_file(), f.output_buffers(),
-      f.extern_arguments(), f.extern_function_name(), f.extern_definition_name_mangling(),
-      f.extern_function_device_api(), f.extern_definition_proxy_expr(), f.is_tracing_loads(),
-      f.is_tracing_stores(), f.is_tracing_realizations(), f.get_trace_tags(),
-      f.should_not_profile(), f.frozen());
-}
-
 } // namespace
 
 LoweredKernel clone(const LoweredKernel &k) {
@@ -256,29 +256,14 @@ LoweredKernel clone(const LoweredKernel &k) {
   handles(out, found);
 
   Rebinder r;
-  // The inputs first: each a fresh ImageParam, whose implicit Func stands for the original's.
-  for (const H::ImageParam &old : found.images) {
-    if (r.images.count(old.parameter()))
-      continue;
-    H::ImageParam fresh(old.type(), old.dimensions(), old.name());
-    // Halide names the implicit Func uniquely (`q_im$1` beside `q_im`); wrappers made by `in()`
-    // are named after it, so the copy takes the original's name.
-    HI::Function im = H::Func(old).function(), freshIm = H::Func(fresh).function();
-    rename(freshIm, im.name(), im.origin_name());
-    r.images.emplace(old.parameter(), fresh);
-    r.params.emplace(old.parameter(), fresh.parameter());
-    r.functions.emplace(im.get_contents(), freshIm);
-  }
-  // Then an empty copy of every other Func, so that definitions can call any of them.
+  // An empty copy of every Func (the inputs' implicit Funcs too), so that definitions can call
+  // any of them; Parameters and domains are copied as the definitions meet them.
   std::vector<std::pair<HI::Function, HI::Function>> copies;
-  for (const HI::Function &f : found.functions)
-    if (!r.functions.count(f.get_contents())) {
-      HI::Function copy(f.required_types(), f.required_dimensions(), f.name());
-      r.functions.emplace(f.get_contents(), copy);
-      copies.emplace_back(f, copy);
-    }
-  for (const auto &[old, fresh] : r.images)
-    r.copyConstraints(old, fresh.parameter());
+  for (const HI::Function &f : found.functions) {
+    HI::Function copy(f.required_types(), f.required_dimensions(), f.name());
+    r.functions.emplace(f.get_contents(), copy);
+    copies.emplace_back(f, copy);
+  }
   for (auto &[f, copy] : copies)
     r.fill(f, copy);
 
