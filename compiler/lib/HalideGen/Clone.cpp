@@ -9,8 +9,8 @@
 // constraints) and a copied implicit Func, every reduction domain (so that RVars and their bounds
 // name the copy's Parameters), and every Expr held outside the Funcs (requirements, an online
 // softmax's key count and extents). Names stay the same and no new one is made, so the copy
-// compiles to what the lowering would have compiled to. LoopLevels stay shared: they are
-// immutable handles once set (compute_at replaces a Func's, it never changes one in place).
+// compiles to what the lowering would have compiled to. LoopLevels stay shared: compute_at and
+// store_at replace a Func's LoopLevel rather than change it, and compiling only marks it locked.
 #include "attnc/HalideGen.h"
 
 #include <map>
@@ -50,8 +50,8 @@ template <typename V> void handles(LoweredKernel &k, V &v) {
     handles(t, v);
 }
 
-// The Funcs and ImageParams the kernel reaches: its Funcs, the Funcs they call (in definitions,
-// predicates and reduction domains) and the inputs.
+// The Funcs the kernel reaches: its Funcs, the Funcs they call (in definitions, predicates and
+// reduction domains) and the inputs' implicit Funcs.
 class Collector : public HI::IRGraphVisitor {
 public:
   std::vector<HI::Function> functions; // in the order found
