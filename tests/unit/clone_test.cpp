@@ -123,6 +123,7 @@ struct Reached : HI::IRGraphVisitor {
 struct Variant {
   const char *file, *kernel;
 };
+void PrintTo(const Variant &v, std::ostream *os) { *os << v.file << ".attn:" << v.kernel; }
 const Variant kVariants[] = {{"sdpa", "sdpa"},
                              {"causal_attention", "causal_attention"},
                              {"padding_mask", "padding_mask"},
