@@ -223,9 +223,12 @@ public:
   std::map<std::string, attnc::NpyArray> given; // -i inputs
   int reps = 5;
 
-  // A fresh lowering (schedules mutate Funcs, so every configuration needs its own); the front
-  // end, MLIRGen and the passes run once per online tile (Compilation caches them).
+  // A copy of the kernel's lowering to schedule (schedules mutate Funcs, so every configuration
+  // needs its own); the front end, MLIRGen, the passes and HalideGen run once per online tile
+  // (Compilation caches them, and clones the lowering).
   attnc::LoweredKernel lower(int tile) { return comp->lower(tile); }
+  // The lowering itself, unscheduled, for reading.
+  const attnc::LoweredKernel &lowered(int tile) { return comp->lowered(tile); }
 
   // Inputs (random floats unless -i gives them) and outputs, made once from the first lowering.
   bool prepare(const attnc::LoweredKernel &lk, std::string *err) {
@@ -467,7 +470,7 @@ int tuneOffline(Tuner &tu, const std::string &input, const std::string &dbPath, 
     tu.comp->options().passes.estimates = tu.sizes;
     tu.comp->options().onlineSoftmax = false; // as attnc's auto for CUDA targets
     tu.comp->resetPasses();
-    attnc::LoweredKernel probe = tu.lower(0);
+    const attnc::LoweredKernel &probe = tu.lowered(0);
     const attnc::Selection selection = attnc::selectSchedule(probe, tu.target, "auto");
     const attnc::ScheduleRule *rule = selection.rule;
     std::vector<attnc::Knob> knobs = selection.knobs(probe);
@@ -699,13 +702,12 @@ int main(int argc, char **argv) {
     return tuneOffline(tu, input, dbPath, db, ptxasPath, baselines);
   }
   try {
-    attnc::LoweredKernel probe = tu.lower(0);
-    if (!tu.prepare(probe, &err))
+    if (!tu.prepare(tu.lowered(0), &err))
       return fail(err);
     tu.comp->options().passes.estimates =
         tu.sizes; // the cost-model passes see the tuned sizes, as attnc --sizes does
     tu.comp->resetPasses();
-    probe = tu.lower(0);
+    const attnc::LoweredKernel &probe = tu.lowered(0);
     const attnc::Selection selection = attnc::selectSchedule(probe, tu.target, "auto");
     const attnc::ScheduleRule *rule = selection.rule;
     std::vector<attnc::Knob> knobs = selection.knobs(probe);

@@ -1,11 +1,11 @@
 // One kernel's compilation: source -> checked AST -> attn dialect -> passes -> lowered kernel -> schedule -> artefact.
 //
 // Every tool (attnc, attn-run, attn-tune, attn-bench, the fuzz harness) drives its kernel through
-// this type instead of calling the stages itself. Each stage runs once and is cached; lower()
-// returns a fresh HalideGen lowering of the cached dialect module on every call, because schedule
-// rules mutate the Funcs they schedule, so each schedule candidate needs its own copy while the
-// front end, MLIRGen and the passes run once per kernel (once per online tile, which is a pass
-// option). The library sits above attnc_schedules (it applies rules), which sits above HalideGen.
+// this type instead of calling the stages itself. Each stage runs once and is cached, HalideGen's
+// lowering included (once per online tile, which is a pass option); lower() hands out a clone of
+// it on every call, because schedule rules mutate the Funcs they schedule, so each schedule
+// candidate needs its own copy. The library sits above attnc_schedules (it applies rules), which
+// sits above HalideGen.
 #pragma once
 
 #include "attnc/Driver.h"
@@ -110,15 +110,22 @@ public:
   // `onlineTile` >= 0 replacing options().passes.onlineTile; cached per tile. Null after
   // printing diagnostics.
   mlir::ModuleOp optimized(int64_t onlineTile = -1);
-  // Forgets the optimized modules, so that the next optimized() or lower() runs the passes with
-  // options() as they are now (attn-tune learns its sizes from its inputs' shapes).
-  void resetPasses() { optimized_.clear(); }
+  // Forgets the optimized modules and their lowerings, so that the next optimized() or lower()
+  // runs the passes with options() as they are now (attn-tune learns its sizes from its inputs'
+  // shapes).
+  void resetPasses() {
+    lowered_.clear();
+    optimized_.clear();
+  }
   // The selected kernel of `m` (options().kernel, or the only one); null after printing an error.
   attn::KernelOp kernel(mlir::ModuleOp m);
 
-  // A fresh lowering of the selected kernel of optimized(onlineTile): HalideGen only. Throws
-  // CompileFailed after diagnostics were printed, std::runtime_error for IR with no lowering.
-  LoweredKernel lower(int64_t onlineTile = -1);
+  // The selected kernel of optimized(onlineTile) lowered by HalideGen, once per tile: never
+  // scheduled, for reading (rule matching, knobs, inputs). Throws CompileFailed after
+  // diagnostics were printed, std::runtime_error for IR with no lowering.
+  const LoweredKernel &lowered(int64_t onlineTile = -1);
+  // A copy of lowered(onlineTile) of its own (attnc::clone), to schedule. Throws as lowered().
+  LoweredKernel lower(int64_t onlineTile = -1) { return clone(lowered(onlineTile)); }
 
   // The tuning database's entry for this kernel and target: `dbOption` is --tuning-db (empty:
   // attnc-tuning.json beside the file, when present; "none": no database). A named database
@@ -138,6 +145,7 @@ private:
   mlir::MLIRContext ctx_;
   mlir::OwningOpRef<mlir::ModuleOp> generated_;
   std::map<int64_t, mlir::OwningOpRef<mlir::ModuleOp>> optimized_;
+  std::map<int64_t, LoweredKernel> lowered_;
   TuningDb db_;
 };
 

@@ -140,6 +140,13 @@ void checkGpuLaunchLimits(Halide::Pipeline &p);
 // Lowers one kernel. Throws std::runtime_error for IR that has no Halide lowering.
 LoweredKernel lowerToHalide(attn::KernelOp kernel);
 
+// A copy of an unscheduled lowering that shares no Halide object with it (Funcs, inputs,
+// reduction domains; names are kept), so that one lowering serves every schedule candidate:
+// scheduling the copy leaves `k` as it was, and the copy compiles to what a fresh lowering
+// scheduled the same way compiles to (Clone.cpp, whose list of each struct's Halide members a new
+// member is added to). Throws std::logic_error for a kernel already given wrappers (`in()`).
+LoweredKernel clone(const LoweredKernel &k);
+
 // A readable dump of the algorithm: every Func's pure and update definitions (`--emit=halide`).
 std::string printAlgorithm(const LoweredKernel &k);
 

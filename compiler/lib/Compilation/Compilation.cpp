@@ -210,14 +210,16 @@ attn::KernelOp Compilation::kernel(mlir::ModuleOp m) {
   return selectKernel(m, opts_.kernel, diag_);
 }
 
-LoweredKernel Compilation::lower(int64_t onlineTile) {
+const LoweredKernel &Compilation::lowered(int64_t onlineTile) {
+  if (auto it = lowered_.find(onlineTile); it != lowered_.end())
+    return it->second;
   mlir::ModuleOp m = optimized(onlineTile);
   if (!m)
     throw CompileFailed();
   attn::KernelOp k = kernel(m);
   if (!k)
     throw CompileFailed();
-  return lowerToHalide(k);
+  return lowered_.emplace(onlineTile, lowerToHalide(k)).first->second;
 }
 
 bool Compilation::findTuning(const std::string &dbOption, TunedSchedule *out) {
@@ -265,8 +267,7 @@ bool Compilation::tuningFits(const TunedSchedule &tuned, const std::string &sche
   if (!tuned.entry || !target(&t))
     return false;
   // An entry from another attnc (or rule) may not fit any more: say so, keep the default.
-  LoweredKernel probe = lower();
-  Selection sel = selectSchedule(probe, t, schedule);
+  Selection sel = selectSchedule(lowered(), t, schedule);
   if (tuned.entry->rule != sel.name()) {
     diag_ << "attnc: warning: " << tuned.from << " was tuned for schedule '" << tuned.entry->rule
           << "', which no longer applies first; using the default schedule (rerun attn-tune)\n";
@@ -275,6 +276,7 @@ bool Compilation::tuningFits(const TunedSchedule &tuned, const std::string &sche
   try {
     ScheduleParams sp;
     sp.values = tuned.entry->params;
+    LoweredKernel probe = lower();
     sel.apply(probe, sp);
   } catch (const std::runtime_error &e) {
     diag_ << "attnc: warning: " << tuned.from << ": " << e.what()
