@@ -213,7 +213,7 @@ Value materialize(Value v, Operation *def, IRMapping &map, OpBuilder &b) {
   return c->getResult(cast<OpResult>(v).getResultNumber());
 }
 
-void rewrite(Match &m, int64_t tile) {
+void rewrite(Match &m, int64_t tile, int64_t queryGroup) {
   MLIRContext *ctx = m.p.getContext();
   OpBuilder b(m.def);
   Block &db = m.def.getBody().front();
@@ -225,9 +225,9 @@ void rewrite(Match &m, int64_t tile) {
   auto defType = m.def.getResult().getType();
   auto type = RankedTensorType::get(defType.getShape(), Float32Type::get(ctx));
   Value keyExtent = m.p.getExtents()[m.p.getAxes()[0]];
-  auto op =
-      b.create<attn::OnlineSoftmaxOp>(m.def.getLoc(), type, name, m.def.getExtents(), keyExtent,
-                                      m.def.getIndices(), m.p.getIndices(), m.rows, tile);
+  auto op = b.create<attn::OnlineSoftmaxOp>(m.def.getLoc(), type, name, m.def.getExtents(),
+                                            keyExtent, m.def.getIndices(), m.p.getIndices(), m.rows,
+                                            tile, queryGroup);
   op.getScore().takeBody(m.p.getBody());
   if (auto bounds = m.p->getAttr(attn::kBoundsAttr))
     op->setAttr(attn::kBoundsAttr, bounds);
@@ -271,6 +271,11 @@ struct OnlineSoftmaxPass : impl::OnlineSoftmaxPassBase<OnlineSoftmaxPass> {
                                std::to_string(kMaxOnlineTile));
       return signalPassFailure();
     }
+    if (queryGroup < 0) {
+      getOperation().emitError("attn-online-softmax: query group " + std::to_string(queryGroup) +
+                               " is negative");
+      return signalPassFailure();
+    }
     SmallVector<attn::SoftmaxOp> softmaxes;
     getOperation().walk([&](attn::SoftmaxOp p) { softmaxes.push_back(p); });
     for (attn::SoftmaxOp p : softmaxes) {
@@ -281,7 +286,7 @@ struct OnlineSoftmaxPass : impl::OnlineSoftmaxPassBase<OnlineSoftmaxPass> {
         continue;
       }
       p->removeAttr(kOnlineAttr);
-      rewrite(*m, chooseTile(p, tile));
+      rewrite(*m, chooseTile(p, tile), queryGroup ? queryGroup : kDefaultOnlineQueryGroup);
     }
   }
 };
