@@ -82,7 +82,9 @@ struct TileVisits {
 // exp sum and exps times values, computed once per step of the state update that folds them.
 struct OnlineChain {
   FuncIndex score = 0, tmax = 0, texp = 0, tsum = 0, tpv = 0;
-  int stage = 0; // the state update that folds these tiles (its index in OnlineGroup::chains)
+  // The state update that folds these tiles: its index in OnlineGroup::chains, and the state's
+  // rvars[stage] is that update's tile index.
+  int stage = 0;
   // The fully visible tiles (`<o>__tmax_full`, ...): no mask test, every slot a key.
   bool full = false;
 };
