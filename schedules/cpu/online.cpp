@@ -32,10 +32,14 @@ namespace {
 
 namespace H = Halide;
 
+// Query rows per parallel task (measured above: 32-row tiles ran at 145 GFLOP/s, 64-row ones at
+// 136), where the online softmax's query groups do not decide it (no mask bounds).
+constexpr int kQueryTile = 32;
+
 struct OnlineParams {
-  int queryTile = kOnlineQueryGroup; // query rows per parallel task
-  int scoreRows = 2;                 // rows of the score GEMM kept in registers
-  int valueRows = 4;                 // rows of the exp x V GEMM kept in registers
+  int queryTile = kQueryTile; // query rows per parallel task
+  int scoreRows = 2;          // rows of the score GEMM kept in registers
+  int valueRows = 4;          // rows of the exp x V GEMM kept in registers
   int valueVectors = 4; // vectors of the value index per row in registers (D = 64 with AVX-512)
 };
 
@@ -51,8 +55,7 @@ bool hasVar(const LoweredFunc &f, const std::string &n) {
 
 // Clones of the pattern's contractions for the chain whose scores are `score`, and of the
 // pointwise definitions between them, so that the chain's tiles compute their own copies.
-// Each clone is returned as a view of its original (same names of indices) whose onlineStage is
-// the chain's.
+// Each clone is returned as a view of its original (same names of indices).
 std::vector<LoweredFunc> cloneContractions(LoweredKernel &k, const OnlinePattern &g,
                                            const LoweredFunc &score) {
   std::vector<const LoweredFunc *> contractions;
@@ -75,7 +78,6 @@ std::vector<LoweredFunc> cloneContractions(LoweredKernel &k, const OnlinePattern
       if (contraction) {
         LoweredFunc view = *f;
         view.func = clone;
-        view.onlineStage = score.onlineStage;
         out.push_back(std::move(view));
       } else {
         walk(*f, clone, depth + 1);
@@ -90,9 +92,11 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
                    const OnlineParams &prm, const ScheduleParams &params) {
   const int vec = t.floatLanes;
   auto at = [&](FuncIndex i) { return &k.funcs[i]; };
-  LoweredFunc &O = *at(g.out);
-  LoweredFunc &S = *at(g.state);
-  const LoweredFunc &tmax = *at(g.masked.tmax), &texp = *at(g.masked.texp);
+  const OnlineGroup &G = k.onlineGroups[g.group];
+  LoweredFunc &O = *at(G.output);
+  LoweredFunc &S = *at(G.state);
+  const OnlineChain &masked = G.masked();
+  const LoweredFunc &tmax = *at(masked.tmax), &texp = *at(masked.texp);
   const std::string key = texp.varNames[texp.softmaxAxes[0]];
   std::optional<int64_t> tileKeys = H::Internal::as_const_int(tmax.rvars[0].extent());
   const int T = tileKeys ? (int)*tileKeys : (int)kDefaultOnlineTile;
@@ -139,11 +143,11 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
     return std::find(rows.begin(), rows.end(), n) != rows.end();
   };
   std::string groupName, laneName;
-  if (S.onlineGrouped)
+  if (G.grouped)
     for (const std::string &n : S.varNames)
       if (std::find(O.varNames.begin(), O.varNames.end(), n) == O.varNames.end())
         (groupName.empty() ? groupName : laneName) = n;
-  const std::string rowName = S.onlineGrouped ? laneName : g.queryVar;
+  const std::string rowName = G.grouped ? laneName : g.queryVar;
   if (!g.valueVar.empty())
     S.func.vectorize(varNamed(S, g.valueVar), vec, H::TailStrategy::GuardWithIf);
   // Under key ranges, the tile loops are trimmed only if the state's update is the sole `if`
@@ -151,7 +155,7 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   // and Halide then computes every tile Func for every tile (the range test made per store).
   // So where the value extent is a multiple of the vector, the value loop rounds up instead.
   H::Expr valueExtent;
-  for (auto &[n, e] : S.onlineExtents)
+  for (auto &[n, e] : G.extents)
     if (n == g.valueVar)
       valueExtent = e;
   for (int s = 0; s < S.func.num_update_definitions(); ++s) {
@@ -164,7 +168,7 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
     sorder.push_back(S.rvars[s]);
     if (!groupName.empty())
       sorder.push_back(varNamed(S, groupName));
-    if (S.onlineKeyRanged && valueExtent.defined()) {
+    if (G.keyRanged && valueExtent.defined()) {
       H::Stage whole = su.specialize(valueExtent % vec == 0);
       whole.reorder(sorder).vectorize(varNamed(S, g.valueVar), vec, H::TailStrategy::RoundUp);
     }
@@ -175,26 +179,21 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
 
   // Each chain's tile Funcs are computed per step of its own state update. A chain other than the
   // masked one reads clones of the contractions (a Func is computed at one loop level only).
-  std::vector<LoweredFunc> clones;
-  std::map<const OnlineChain *, std::vector<LoweredFunc *>> chainContractions;
+  std::vector<std::vector<LoweredFunc>> clones(G.chains.size());
+  std::vector<std::vector<LoweredFunc *>> chainContractions(G.chains.size());
   std::vector<H::Func> keyReaders;
-  for (const OnlineChain &c : g.chains) {
-    std::vector<LoweredFunc *> &mine = chainContractions[&c];
-    if (c.score == g.masked.score) {
+  for (const OnlineChain &c : G.chains) {
+    std::vector<LoweredFunc *> &mine = chainContractions[c.stage];
+    if (c.score == masked.score) {
       for (FuncIndex f : g.contractions)
         mine.push_back(at(f));
     } else {
-      std::vector<LoweredFunc> made = cloneContractions(k, g, *at(c.score));
-      for (LoweredFunc &f : made)
-        clones.push_back(std::move(f));
+      clones[c.stage] = cloneContractions(k, g, *at(c.score));
+      for (LoweredFunc &f : clones[c.stage])
+        mine.push_back(&f);
     }
   }
-  for (const OnlineChain &c : g.chains)
-    if (c.score != g.masked.score)
-      for (LoweredFunc &f : clones)
-        if (f.onlineStage == c.stage)
-          chainContractions[&c].push_back(&f);
-  for (const OnlineChain &c : g.chains) {
+  for (const OnlineChain &c : G.chains) {
     H::LoopLevel tile(S.func, S.rvars[c.stage]);
     LoweredFunc &ctexp = *at(c.texp), &ctpv = *at(c.tpv);
     // Tile buffers: allocated once per task, except the fully visible chain's, which Halide may
@@ -206,14 +205,14 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
     // is not hoisted either: Halide drops the extent-1 buffer's Realize and then cannot hoist it.
     auto place = [&](H::Func f, const std::vector<H::Var> &fvars) {
       f.compute_at(tile);
-      if (!c.full && !S.onlineKeyRanged && T > 1)
+      if (!c.full && !G.keyRanged && T > 1)
         f.hoist_storage(hoist);
       for (const H::Var &a : fvars)
-        if (a.name() == g.queryVar && (S.onlineGrouped || S.onlineKeyRanged))
-          f.bound_storage(a, S.onlineGrouped ? kOnlineQueryGroup : prm.queryTile);
+        if (a.name() == g.queryVar && (G.grouped || G.keyRanged))
+          f.bound_storage(a, G.grouped ? G.queryGroup : prm.queryTile);
     };
     // Scores: rows x T keys per step, the keys as one T-wide vector (T/vec registers per row).
-    for (LoweredFunc *C : chainContractions[&c]) {
+    for (LoweredFunc *C : chainContractions[c.stage]) {
       if (!hasVar(*C, key)) {
         C->func.compute_at(tile);
         continue;
@@ -318,8 +317,8 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
     // a power-of-two key count they would be a multiple of 4 KiB apart, so a tile's 64 rows
     // would share one L1 set and evict each other. Measured on Zen 5, B1 H8 N2048 D64, one
     // thread: the score GEMM 33 -> 22 ms, the kernel 75 -> 54 ms (Halide profiler).
-    if (S.keyCount.defined())
-      kT.bound_storage(a[0], S.keyCount + 16);
+    if (G.keyCount.defined())
+      kT.bound_storage(a[0], G.keyCount + 16);
   }
 
   // With at least a tile of keys, every key read is the tile's first key plus the slot (HalideGen
@@ -327,8 +326,8 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   // without this read its scores through gathers and ran at 0.9x sdpa's time instead of ~0.55x.
   // A head dimension known at compile time lets Halide drop the value loop's tail handling.
   std::optional<H::Stage> full;
-  if (S.keyCount.defined() && S.onlineTile > 0)
-    full = O.func.specialize(S.keyCount >= S.onlineTile);
+  if (G.keyCount.defined() && G.tile > 0)
+    full = O.func.specialize(G.keyCount >= G.tile);
   if (O.isOutput && !g.valueVar.empty() && O.varNames.back() == g.valueVar) {
     H::Expr De = O.func.output_buffer().dim(0).extent();
     if (full) {
@@ -391,12 +390,15 @@ public:
 private:
   // Under a mask bound (causal), the tiles' row ranges depend on the tile, so every row block of
   // the exps x V product carries a guard: 2-row blocks keep them cheap. attn-tune, causal B1 H8
-  // N2048 D64: value rows 2 33.5 ms, 4 37.6 ms (sdpa: no difference).
+  // N2048 D64: value rows 2 33.5 ms, 4 37.6 ms (sdpa: no difference). There a query tile is one
+  // group of rows (OnlineGroup::queryGroup), so that a tile's rows are all computed or all skipped.
   static OnlineParams defaults(const OnlineGroups &g, const LoweredKernel &k) {
     OnlineParams d;
-    for (const OnlinePattern &group : g.groups)
-      if (k.funcs[group.state].maskBounded)
+    for (const OnlinePattern &p : g.groups)
+      if (const OnlineGroup &group = k.onlineGroups[p.group]; group.grouped) {
         d.valueRows = 2;
+        d.queryTile = group.queryGroup;
+      }
     return d;
   }
 
@@ -406,7 +408,7 @@ private:
     std::vector<bool> grouped(k.funcs.size(), false);
     for (const OnlinePattern &group : g.groups) {
       for (FuncIndex i = 0; i < k.funcs.size(); ++i)
-        if (k.funcs[i].definition == k.funcs[group.out].definition)
+        if (k.funcs[i].definition == k.onlineGroups[group.group].name)
           grouped[i] = true;
       for (FuncIndex c : group.contractions)
         grouped[c] = true;

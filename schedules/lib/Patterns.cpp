@@ -277,68 +277,19 @@ std::optional<DensePattern> findDensePattern(const LoweredKernel &k) {
 
 std::vector<OnlinePattern> findOnline(const LoweredKernel &k) {
   std::vector<OnlinePattern> groups;
-  for (const LoweredFunc &o : k.funcs) {
-    if (o.role != FuncRole::Online)
-      continue;
-    // The group's Funcs by role, each chain's keyed by its state update.
-    struct Chain {
-      const LoweredFunc *score = nullptr, *tmax = nullptr, *texp = nullptr, *tsum = nullptr,
-                        *tpv = nullptr;
-      int stage = 0;
-      bool full = false;
-    };
-    const LoweredFunc *state = nullptr;
-    std::map<int, Chain> chains;
-    for (const LoweredFunc &f : k.funcs) {
-      if (f.definition != o.definition)
-        continue;
-      Chain &c = chains[f.onlineStage];
-      c.stage = f.onlineStage;
-      switch (f.role) {
-      case FuncRole::OnlineState:
-        state = &f;
-        break;
-      case FuncRole::OnlineScore:
-        c.score = &f, c.full = f.onlineFull;
-        break;
-      case FuncRole::OnlineTileMax:
-        c.tmax = &f;
-        break;
-      case FuncRole::OnlineTileExp:
-        c.texp = &f;
-        break;
-      case FuncRole::OnlineTileSum:
-        c.tsum = &f;
-        break;
-      case FuncRole::OnlineTileValue:
-        c.tpv = &f;
-        break;
-      default:
-        break;
-      }
-    }
+  for (size_t gi = 0; gi < k.onlineGroups.size(); ++gi) {
+    const OnlineGroup &og = k.onlineGroups[gi];
+    const LoweredFunc &o = k.funcs[og.output];
+    const LoweredFunc *maskedTmax = &k.funcs[og.masked().tmax],
+                      *maskedScore = &k.funcs[og.masked().score],
+                      *maskedTexp = &k.funcs[og.masked().texp];
     OnlinePattern g;
-    g.out = indexIn(k, &o);
-    const Chain *masked = nullptr;
-    bool complete = state != nullptr;
+    g.group = gi;
     std::vector<const LoweredFunc *> scores;
-    for (auto &[stage, c] : chains) {
-      if (!c.score && !c.tmax && !c.texp && !c.tsum && !c.tpv)
-        continue; // the state and output only
-      complete &= c.score && c.tmax && c.texp && c.tsum && c.tpv;
-      if (!complete)
-        break;
-      g.chains.push_back({indexIn(k, c.score), indexIn(k, c.tmax), indexIn(k, c.texp),
-                          indexIn(k, c.tsum), indexIn(k, c.tpv), c.stage, c.full});
-      scores.push_back(c.score);
-      if (!c.full)
-        masked = &c, g.masked = g.chains.back();
-    }
-    if (!complete || !masked)
-      continue;
-    g.state = indexIn(k, state);
+    for (const OnlineChain &c : og.chains)
+      scores.push_back(&k.funcs[c.score]);
     // Rows: tmax's indices but the tile; the query is the innermost of them.
-    std::vector<std::string> rows(masked->tmax->varNames.begin(), masked->tmax->varNames.end() - 1);
+    std::vector<std::string> rows(maskedTmax->varNames.begin(), maskedTmax->varNames.end() - 1);
     if (!rows.empty())
       g.queryVar = rows.back();
     const std::string &last = o.varNames.empty() ? std::string() : o.varNames.back();
@@ -358,7 +309,7 @@ std::vector<OnlinePattern> findOnline(const LoweredKernel &k) {
           if (f->role == FuncRole::Define)
             next.push_back(f);
           if (f->role == FuncRole::Reduction && f->reduceKind == "sum" && f->rvars.size() == 1 &&
-              f->varNames == masked->score->varNames &&
+              f->varNames == maskedScore->varNames &&
               std::find(contractions.begin(), contractions.end(), f) == contractions.end())
             contractions.push_back(f);
         }
@@ -381,9 +332,9 @@ std::vector<OnlinePattern> findOnline(const LoweredKernel &k) {
     contractions.erase(std::remove_if(contractions.begin(), contractions.end(),
                                       [&](const LoweredFunc *c) { return !isPrivate(c, 0); }),
                        contractions.end());
-    const std::string key = masked->score->varNames.empty()
+    const std::string key = maskedScore->varNames.empty()
                                 ? std::string()
-                                : masked->score->varNames[masked->texp->softmaxAxes[0]];
+                                : maskedScore->varNames[maskedTexp->softmaxAxes[0]];
     for (const LoweredFunc *c : contractions)
       for (const std::string &in : inputsReadWithVar(k, c->func.update_value(0), key))
         if (std::find(g.keyInputs.begin(), g.keyInputs.end(), in) == g.keyInputs.end())

@@ -59,9 +59,9 @@ static void scheduleChecks(LoweredKernel &k) {
       f.func.compute_root();
 }
 static void schedulePredicateInputs(LoweredKernel &k) {
-  for (LoweredFunc &f : k.funcs)
-    if (f.predicateInput)
-      f.func.compute_root();
+  for (const OnlineGroup &g : k.onlineGroups)
+    for (FuncIndex i : g.predicateInputs)
+      k.funcs[i].func.compute_root();
 }
 
 std::string ScheduleParams::str() const {
@@ -148,9 +148,9 @@ std::string Selection::describe(const LoweredKernel &k, const ScheduleParams &pa
   }
   if (!set.empty())
     parts.push_back(set);
-  for (const LoweredFunc &f : k.funcs)
-    if (f.role == FuncRole::OnlineState && f.onlineTile != kDefaultOnlineTile) {
-      parts.push_back("key tile " + std::to_string(f.onlineTile));
+  for (const OnlineGroup &g : k.onlineGroups)
+    if (g.tile != kDefaultOnlineTile) {
+      parts.push_back("key tile " + std::to_string(g.tile));
       break;
     }
   for (size_t i = 0; i < parts.size(); ++i)

@@ -71,8 +71,14 @@ struct Reached : HI::IRGraphVisitor {
   explicit Reached(const LoweredKernel &k) {
     for (const attnc::LoweredFunc &f : k.funcs)
       add(f.func.function());
-    for (const attnc::TileVisits &t : k.tileVisits)
-      add(t.count.function());
+    for (const attnc::OnlineGroup &g : k.onlineGroups) {
+      add(g.visits.count.function());
+      for (const H::Expr &e : {g.keyCount})
+        if (e.defined())
+          e.accept(this);
+      for (const auto &[name, extent] : g.extents)
+        extent.accept(this);
+    }
     for (const attnc::KernelParam &p : k.inputs) {
       params.insert(p.param.parameter());
       add(H::Func(p.param).function());

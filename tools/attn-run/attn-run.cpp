@@ -579,7 +579,7 @@ int main(int argc, char **argv) {
     if (tileStats) {
       for (const attnc::TileVisitCount &c : attnc::countTileVisits(lk))
         std::cout << "tiles " << attnc::describeTileVisits(c) << "\n";
-      if (lk.tileVisits.empty())
+      if (lk.onlineGroups.empty())
         std::cout << "tiles: none (no online softmax in " << lk.name << ")\n";
     }
     std::cerr << "schedule: " << applied << "\n";

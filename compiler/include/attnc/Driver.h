@@ -67,7 +67,7 @@ bool isAutoscheduler(const std::string &name);
 void applyAutoscheduler(LoweredKernel &k, const Halide::Target &t, const std::string &name,
                         const std::map<std::string, int64_t> &sizes);
 
-// An online softmax's tile visits at one call's inputs (LoweredKernel::tileVisits, evaluated):
+// An online softmax's tile visits at one call's inputs (OnlineGroup::visits, evaluated):
 // how much of the key loop its mask bounds and key padding counts let the kernel skip.
 struct TileVisitCount {
   std::string output;
@@ -75,7 +75,7 @@ struct TileVisitCount {
   bool masked = false;
   int64_t visited = 0, maskTested = 0, total = 0;
 };
-// Realizes every TileVisits of `k` on the host CPU (JIT); the kernel's input params must be set.
+// Realizes the TileVisits of every online softmax of `k` on the host CPU (JIT); the kernel's input params must be set.
 // Throws Halide::Error as realize does (a failed requirement of the inputs, say).
 std::vector<TileVisitCount> countTileVisits(const LoweredKernel &k);
 // "o: key tiles visited 19 of 28 (67.9%), 7 with the mask test (blocks of 32 query rows x 16 keys)".

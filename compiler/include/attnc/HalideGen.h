@@ -34,9 +34,9 @@ enum class FuncRole {
 };
 const char *funcRoleName(FuncRole r);
 
-// Query rows per group over which an online softmax's mask bounds skip key tiles; the cpu-online
-// schedule's query tile is the same, so a tile's rows are all computed or all skipped.
-constexpr int kOnlineQueryGroup = 32;
+// Funcs are named by their index in LoweredKernel::funcs, not by pointer: an index stays valid
+// while the kernel is moved or copied, and the same index names the same Func in every copy.
+using FuncIndex = size_t;
 
 struct LoweredFunc {
   std::string name;       // the DSL definition's name, or `<def>__<part>` for generated parts
@@ -52,28 +52,10 @@ struct LoweredFunc {
   // Its reduction runs over part of its domain only: a mask bound (attn.bounds) became an RDom
   // predicate, from which Halide derives loop bounds that depend on the outer indices.
   bool maskBounded = false;
-  // OnlineState: the key count and tile size; with keyCount >= onlineTile every key read is a
-  // plain offset from its tile's first key, which schedules specialise for.
-  Halide::Expr keyCount;
-  int onlineTile = 0;
-  // OnlineState under mask bounds: indexed by (query group, row in group) in place of the query
-  // row, with one update per chain of tile Funcs (rvars[s] is update s's tile index).
-  bool onlineGrouped = false;
-  // OnlineState whose tile updates are bounded by data-dependent key ranges (`<o>__tranges`, a
-  // key padding mask): Halide trims those tile loops only where the tile Funcs are allocated
-  // inside them (stores to buffers that outlive an iteration are never no-ops).
-  bool onlineKeyRanged = false;
-  // OnlineState: the extent of each index of the result, by name (the value index's among them).
-  std::vector<std::pair<std::string, Halide::Expr>> onlineExtents;
-  // Online tile Funcs (score .. tpv): the state update that reads them, and whether they are the
-  // chain of fully visible tiles (`<o>__tmax_full`, ...: no mask test, every slot a key).
-  int onlineStage = 0;
-  bool onlineFull = false;
-  // Read by a reduction domain's predicate (an online softmax's `<o>__tkeys`, `<o>__tranges`): Halide has no
-  // loop level inside a predicate to compute it at, so every schedule computes it at root.
-  bool predicateInput = false;
   bool isOutput = false;
-  // Names of the kernel inputs and Funcs it reads, so rules can find producers and consumers.
+  // Names of the kernel inputs and Funcs its definitions call, so rules can find producers and
+  // consumers: each once, in the order of its first call (the pure definition, then the updates;
+  // in each, values, arguments, then the domain's predicate; a call's arguments before the call).
   std::vector<std::string> reads;
 };
 
@@ -87,16 +69,57 @@ struct KernelParam {
 Halide::Type halideType(DType dtype);
 
 // How many (row block, key tile) pairs an online softmax's state visits: the same tile predicates
-// as its updates, evaluated on their own (no tile is computed). A row block is kOnlineQueryGroup
-// query rows under mask bounds (the state's groups), otherwise one row of the softmax.
+// as its updates, evaluated on their own (no tile is computed). A row block is the group's
+// queryGroup query rows when it is grouped, otherwise one row of the softmax.
 struct TileVisits {
-  std::string output; // the online softmax's name (its DSL definition)
-  int tile = 0;       // keys per tile
-  int rowsPerBlock = 1;
   bool masked = false; // the softmax has a mask; without one no tile tests anything
   // () -> (visited, visited with the mask test, all pairs), int64. Reads the kernel's inputs (a
   // key padding mask's tile counts): set their params before realizing it.
   Halide::Func count;
+};
+
+// One chain of an online softmax's tile Funcs (the FuncRoles Online*): a tile's scores, max, exps,
+// exp sum and exps times values, computed once per step of the state update that folds them.
+struct OnlineChain {
+  FuncIndex score = 0, tmax = 0, texp = 0, tsum = 0, tpv = 0;
+  // The state update that folds these tiles: its index in OnlineGroup::chains, and the state's
+  // rvars[stage] is that update's tile index.
+  int stage = 0;
+  // The fully visible tiles (`<o>__tmax_full`, ...): no mask test, every slot a key.
+  bool full = false;
+};
+
+// One attn.online_softmax as HalideGen lowered it (lowerOnline): its Funcs, by index, and what the
+// lowering decided about its tiles, which schedules build their loops from.
+struct OnlineGroup {
+  std::string name;     // the DSL definition (the output Func's name)
+  FuncIndex output = 0; // `<o>`: accumulator / sum
+  FuncIndex state = 0;  // `<o>__state`: (running max, sum, accumulator), one update per chain
+  // In the order of the state's updates: under exact mask bounds (or key ranges with fully visible
+  // tiles) the chain of fully visible tiles first, then the masked one; otherwise the masked one.
+  std::vector<OnlineChain> chains;
+  // `<o>__tkeys` and `<o>__tranges` (a key padding mask's visible keys and tile ranges), read by
+  // the state's domain predicates: Halide has no loop level inside a predicate to compute them
+  // at, so every schedule computes them at root.
+  std::vector<FuncIndex> predicateInputs;
+  int tile = 0;          // keys per tile
+  Halide::Expr keyCount; // with keyCount >= tile every key read is a plain offset from its tile's
+                         // first key, which schedules specialise for
+  // Under mask bounds the state is indexed by (query group, row in group) in place of the query
+  // row, so that each group of queryGroup rows visits its tiles with all its rows.
+  bool grouped = false;
+  int queryGroup = 0; // rows per group (attn.online_softmax's query_group)
+  // The tile updates are bounded by data-dependent key ranges (`<o>__tranges`, a key padding
+  // mask): Halide trims those tile loops only where the tile Funcs are allocated inside them
+  // (stores to buffers that outlive an iteration are never no-ops).
+  bool keyRanged = false;
+  // The extent of each index of the result, by name (the value index's among them).
+  std::vector<std::pair<std::string, Halide::Expr>> extents;
+  // Instrumentation, not part of the pipeline (attnc::countTileVisits evaluates it).
+  TileVisits visits;
+
+  // The chain with the mask test (every online softmax has one).
+  const OnlineChain &masked() const;
 };
 
 struct LoweredKernel {
@@ -107,8 +130,8 @@ struct LoweredKernel {
   std::vector<LoweredFunc> funcs;      // producers before consumers
   // Conditions on the sizes (attn.require), checked before anything is computed.
   std::vector<std::pair<Halide::Expr, std::string>> requirements;
-  // One per online softmax (attnc::countTileVisits evaluates them); not part of the pipeline.
-  std::vector<TileVisits> tileVisits;
+  // One per attn.online_softmax, in the kernel's order.
+  std::vector<OnlineGroup> onlineGroups;
   // Whether compiling for a GPU checks the blocks' threads and shared memory against constant
   // bounds (GpuLaunchLimits.cpp). attnc's rules must pass; Halide's autoscheduler (Anderson2021)
   // sizes shared memory for its --sizes estimates, so its schedules are left to the launch.

@@ -108,14 +108,15 @@ attn::KernelOp selectKernel(mlir::ModuleOp m, const std::string &name, std::ostr
 
 std::vector<TileVisitCount> countTileVisits(const LoweredKernel &k) {
   std::vector<TileVisitCount> out;
-  for (const TileVisits &tv : k.tileVisits) {
+  for (const OnlineGroup &g : k.onlineGroups) {
+    const TileVisits &tv = g.visits;
     Halide::Buffer<int64_t> v = Halide::Buffer<int64_t>::make_scalar(),
                             m = Halide::Buffer<int64_t>::make_scalar(),
                             a = Halide::Buffer<int64_t>::make_scalar();
     Halide::Func f = tv.count;
     f.realize(Halide::Realization(std::vector<Halide::Buffer<>>{v, m, a}),
               Halide::get_host_target());
-    out.push_back({tv.output, tv.tile, tv.rowsPerBlock, tv.masked, v(), m(), a()});
+    out.push_back({g.name, g.tile, g.grouped ? g.queryGroup : 1, tv.masked, v(), m(), a()});
   }
   return out;
 }

@@ -32,12 +32,16 @@ template <typename V> void handles(LoweredFunc &f, V &v) {
   v(f.func);
   for (H::RVar &r : f.rvars)
     v(r);
-  v(f.keyCount);
-  for (auto &[name, extent] : f.onlineExtents)
-    v(extent);
 }
 
 template <typename V> void handles(TileVisits &t, V &v) { v(t.count); }
+
+template <typename V> void handles(OnlineGroup &g, V &v) {
+  v(g.keyCount);
+  for (auto &[name, extent] : g.extents)
+    v(extent);
+  handles(g.visits, v);
+}
 
 template <typename V> void handles(LoweredKernel &k, V &v) {
   for (KernelParam &p : k.inputs)
@@ -46,8 +50,8 @@ template <typename V> void handles(LoweredKernel &k, V &v) {
     handles(f, v);
   for (auto &[cond, message] : k.requirements)
     v(cond);
-  for (TileVisits &t : k.tileVisits)
-    handles(t, v);
+  for (OnlineGroup &g : k.onlineGroups)
+    handles(g, v);
 }
 
 // The Funcs the kernel reaches: its Funcs, the Funcs they call (in definitions, predicates and

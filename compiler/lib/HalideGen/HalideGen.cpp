@@ -52,6 +52,13 @@ const char *funcRoleName(FuncRole r) {
   return "?";
 }
 
+const OnlineChain &OnlineGroup::masked() const {
+  for (const OnlineChain &c : chains)
+    if (!c.full)
+      return c;
+  throw std::logic_error("HalideGen: online softmax '" + name + "' without a masked chain");
+}
+
 LoweredFunc *LoweredKernel::find(const std::string &n) {
   for (auto &f : funcs)
     if (f.name == n)
@@ -157,7 +164,57 @@ LoweredKernel Lowerer::run(attn::KernelOp kernel) {
       }
     }
   }
+  computeReads(out_);
   return std::move(out_);
+}
+
+// The names (LoweredFunc::name, KernelParam::name) of what each Func's definitions call: its pure
+// definition, then its updates in order, each's values, then arguments, then domain predicate (an
+// online state's key ranges). Each name once, where it is first called; a call's arguments come
+// before the call, so a gather `q(m(i))` reads m, then q. A Func's calls to itself do not count.
+// Inputs are called through the wrapper Func Halide makes for each ImageParam (its name
+// uniquified when a process lowers a kernel twice), and as Call::Image by their own name.
+void Lowerer::computeReads(LoweredKernel &k) {
+  std::map<std::string, std::string> nameOf;
+  for (const KernelParam &p : k.inputs) {
+    nameOf[p.param.name()] = p.name;
+    nameOf[H::Func(p.param).name()] = p.name;
+  }
+  for (const LoweredFunc &f : k.funcs)
+    nameOf[f.func.name()] = f.name;
+  struct Calls : H::Internal::IRVisitor {
+    const std::map<std::string, std::string> &nameOf;
+    const std::string self;
+    std::vector<std::string> found;
+    Calls(const std::map<std::string, std::string> &n, std::string s)
+        : nameOf(n), self(std::move(s)) {}
+    using H::Internal::IRVisitor::visit;
+    void visit(const H::Internal::Call *op) override {
+      H::Internal::IRVisitor::visit(op);
+      if (op->call_type != H::Internal::Call::Halide && op->call_type != H::Internal::Call::Image)
+        return;
+      auto it = nameOf.find(op->name);
+      if (it == nameOf.end() || it->second == self)
+        return;
+      if (std::find(found.begin(), found.end(), it->second) == found.end())
+        found.push_back(it->second);
+    }
+  };
+  for (LoweredFunc &f : k.funcs) {
+    Calls c(nameOf, f.name);
+    H::Internal::Function fn = f.func.function();
+    std::vector<H::Internal::Definition> defs{fn.definition()};
+    defs.insert(defs.end(), fn.updates().begin(), fn.updates().end());
+    for (const H::Internal::Definition &d : defs) {
+      for (const H::Expr &v : d.values())
+        v.accept(&c);
+      for (const H::Expr &a : d.args())
+        a.accept(&c);
+      if (d.predicate().defined())
+        d.predicate().accept(&c);
+    }
+    f.reads = std::move(c.found);
+  }
 }
 
 // Whether a requirement's condition reads tensor values (not only sizes and constants).
@@ -189,9 +246,7 @@ void Lowerer::lowerDataRequirement(attn::RequireOp req) {
   lf.role = FuncRole::Check;
   lf.func = H::Func(lf.name);
   Env env;
-  reads_ = &lf.reads;
   H::Expr cond = eval(req.getCondition(), env);
-  reads_ = nullptr;
   // The marker lets the runtime cut Halide's "Requirement Failed: (cond) 0" prefix.
   lf.func() = H::require(cond, H::Expr(0), "[attnc] " + req.getMessage().str());
   dataChecks_.push_back(lf.func);
@@ -249,7 +304,6 @@ void Lowerer::lowerDefine(attn::DefineOp op) {
     env[arg] = var;
   Value y = cast<attn::YieldOp>(body.getTerminator()).getValues()[0];
   std::vector<H::Expr> args = reversed(toExprs(lf.vars));
-  reads_ = &lf.reads;
   auto red = y.getDefiningOp<attn::ReduceOp>();
   if (red && red->getBlock() == &body && red.getType() == elem) {
     // The whole body is one reduction: the definition itself is the reduction Func, so
@@ -274,7 +328,6 @@ void Lowerer::lowerDefine(attn::DefineOp op) {
     lf.func(args) = guarded(op.getResult(), castTo(elem, eval(y, env)));
     lf.role = FuncRole::Define;
   }
-  reads_ = nullptr;
   funcNames_[op.getResult()] = name;
   addFunc(std::move(lf));
 }

@@ -2,8 +2,8 @@
 //
 // Private to HalideGen. Its members are defined by responsibility: HalideGen.cpp (the kernel,
 // definitions, requirements), ScalarExpr.cpp (scalar expressions and reads), Reductions.cpp
-// (sums, max, min and their mask bounds), Softmax.cpp and OnlineSoftmax.cpp (the streaming
-// form, with its tile predicates and the tile-visit counts).
+// (sums, max, min and their mask bounds), Softmax.cpp, OnlineSoftmax.cpp (the streaming form,
+// with its tile predicates) and TileVisits.cpp (the tile-visit counts).
 #pragma once
 
 #include "IeeeMath.h"
@@ -15,6 +15,7 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -81,7 +82,6 @@ private:
   llvm::DenseMap<Value, std::string> funcNames_;
   std::map<std::string, H::Expr> sizes_; // by size name, for attn.bounds
   std::map<std::string, int> partCounter_;
-  std::vector<std::string> *reads_ = nullptr;
   struct NestedReduce {
     std::string name;
     std::vector<BlockArgument> captured;
@@ -89,6 +89,8 @@ private:
   llvm::DenseMap<Operation *, NestedReduce> nestedReduce_;
 
   LoweredFunc &addFunc(LoweredFunc f);
+  // Sets every Func's `reads` from its definitions, once all are lowered.
+  static void computeReads(LoweredKernel &k);
 
   std::vector<H::Var> makeVars(ArrayAttr names);
   static std::vector<std::string> strings(ArrayAttr names);
@@ -130,6 +132,30 @@ private:
   // (clamped keys vectorise to gathers that Halide could not partition away under a mask). With
   // fewer keys than slots (Nk < T) base is 0 and slots past the last key are masked.
   void lowerOnline(attn::OnlineSoftmaxOp op);
+
+  // What an online softmax's tile-visit counts need of its lowering: its row blocks, its tiles and
+  // the predicates its state updates test.
+  struct TileLoops {
+    std::string name;     // the online softmax
+    std::string tileName; // the tile index's name
+    H::Expr tiles;        // key tiles per row block
+    bool masked = false;  // the softmax has a mask
+    // The score's row indices, outermost first: the query as groups when grouped (`var` is the
+    // index the predicates use for it, `blocks` its extent in blocks).
+    struct Row {
+      std::string name;
+      H::Var var;
+      H::Expr blocks;
+    };
+    std::vector<Row> rows;
+    // Tile t -> (visible, fully visible) as the updates test them; undefined: not tested.
+    std::function<std::pair<H::Expr, H::Expr>(H::Expr)> predicates;
+    bool split = false;    // the fully visible tiles have a chain of their own
+    bool disjoint = false; // the two chains' tile ranges are disjoint already (key ranges)
+  };
+  // The pairs of (row block, key tile) an online softmax's state visits, counted by the same
+  // predicates as its updates (TileVisits.cpp).
+  static TileVisits lowerTileVisits(const TileLoops &l);
 
   // A reduction's body, made to use its domain: Halide attaches an RDom to an update only through
   // the RVars the update mentions, so `sum(j in 0..N) 1.0` would run once, not N times. A body

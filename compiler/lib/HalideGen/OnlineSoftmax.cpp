@@ -1,4 +1,4 @@
-// HalideGen: attn.online_softmax as FlashAttention's streaming form over key tiles, with its tile-visit counts.
+// HalideGen: attn.online_softmax as FlashAttention's streaming form over key tiles.
 #include "Lowerer.h"
 
 namespace attnc::lowering {
@@ -16,6 +16,7 @@ namespace attnc::lowering {
 void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   const std::string name = op.getName().str();
   const int T = (int)op.getTile();
+  const int queryGroup = (int)op.getQueryGroup();
   std::vector<std::string> varNames = strings(op.getIndices());
   std::vector<H::Var> vars = makeVars(op.getIndices());
   std::vector<std::string> scoreNames = strings(op.getScoreIndices());
@@ -88,11 +89,9 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     Env senv;
     for (auto [arg, var] : llvm::zip(sb.getArguments(), svars))
       senv[arg] = var;
-    reads_ = &score.reads;
     H::Expr sv = H::cast<float>(eval(sy.getValues()[0], senv));
     if (masked && sy.getValues().size() == 2)
       sv = H::select(eval(sy.getValues()[1], senv), sv, lo);
-    reads_ = nullptr;
     score.func(scoreArgs(key)) = sv;
     return score;
   };
@@ -113,12 +112,15 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   // tile counted (the shifted last tile) and the masked scores.
   struct Chain {
     LoweredFunc score, tmax, texp, tsum, tpv;
+    bool full;
   };
-  auto makeChain = [&](const std::string &sfx, bool full, int stage) {
-    Chain c{scoreFunc("score" + sfx, !full), part("tmax" + sfx, FuncRole::OnlineTileMax),
+  auto makeChain = [&](const std::string &sfx, bool full) {
+    Chain c{scoreFunc("score" + sfx, !full),
+            part("tmax" + sfx, FuncRole::OnlineTileMax),
             part("texp" + sfx, FuncRole::OnlineTileExp),
             part("tsum" + sfx, FuncRole::OnlineTileSum),
-            part("tpv" + sfx, FuncRole::OnlineTileValue)};
+            part("tpv" + sfx, FuncRole::OnlineTileValue),
+            full};
     // The first key of tile t, the key in slot r (min(r, Nk - 1) only bites when Nk < T), and
     // whether the slot holds a key this tile counts.
     auto base = [&](H::Expr t) { return H::max(H::min(t * T, Nk - T), 0); };
@@ -129,8 +131,6 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
       H::Expr s = c.score.func(scoreArgs(keyAt(t, r)));
       return full ? s : H::select(r >= t * T - base(t) && r < Nk, s, lo);
     };
-    for (LoweredFunc *f : {&c.score, &c.tmax, &c.texp, &c.tsum, &c.tpv})
-      f->onlineStage = stage, f->onlineFull = full;
 
     c.tmax.vars = rowVars, c.tmax.varNames = rowNames;
     c.tmax.vars.push_back(kt), c.tmax.varNames.push_back(tileName);
@@ -138,7 +138,6 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     c.tmax.func(rowsTile(kt)) = lo;
     c.tmax.func(rowsTile(kt)) = H::max(c.tmax.func(rowsTile(kt)), scoreAt(kt, rm));
     c.tmax.rvars = {rm[0]}, c.tmax.rvarNames = {keyName}, c.tmax.reduceKind = "max";
-    c.tmax.reads = {c.score.name};
 
     // The exps by slot (the score's indices with the slot at the key's place) and tile, against
     // the tile's own max (<= 0, so no overflow). A -inf score (masked, or so in the data) gives
@@ -150,14 +149,12 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     H::Expr sk = scoreAt(kt, key);
     c.texp.func(texpArgs(key, kt)) =
         nanExp(sk - H::max(c.tmax.func(rowsTile(kt)), finite)) * tileScale;
-    c.texp.reads = {c.score.name, c.tmax.name};
 
     c.tsum.vars = c.tmax.vars, c.tsum.varNames = c.tmax.varNames;
     H::RDom rs = tileRDom(c.tsum.name);
     c.tsum.func(rowsTile(kt)) = 0.0f;
     c.tsum.func(rowsTile(kt)) += c.texp.func(texpArgs(rs, kt));
     c.tsum.rvars = {rs[0]}, c.tsum.rvarNames = {keyName}, c.tsum.reduceKind = "sum";
-    c.tsum.reads = {c.texp.name};
 
     c.tpv.vars = vars, c.tpv.varNames = varNames;
     c.tpv.vars.push_back(kt), c.tpv.varNames.push_back(tileName);
@@ -167,11 +164,8 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     for (size_t i = 0; i < vars.size(); ++i)
       venv[vb.getArgument(i)] = vars[i];
     venv[vb.getArgument(vars.size())] = keyAt(kt, rp);
-    reads_ = &c.tpv.reads;
     H::Expr value =
         H::cast<float>(eval(cast<attn::YieldOp>(vb.getTerminator()).getValues()[0], venv));
-    reads_ = nullptr;
-    c.tpv.reads.push_back(c.texp.name);
     std::vector<H::Expr> tpvArgs = withKey(vars, kt);
     H::Expr weighted = c.texp.func(texpArgs(rp, kt)) * value;
     if (!full) {
@@ -183,9 +177,7 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
         Env menv;
         for (size_t k = 0; k < rowsMap.size(); ++k)
           menv[sb.getArgument(k)] = rowsMap[k] < 0 ? keyAt(kt, rp) : H::Expr(vars[rowsMap[k]]);
-        reads_ = &c.tpv.reads;
         slotOk = slotOk && eval(sy.getValues()[1], menv);
-        reads_ = nullptr;
       }
       // `|| exp < 0` is never true (an exp times a positive scale is >= 0 or NaN); it hides the
       // mask from Halide's (21) trimming of loops to where an update is not a no-op, which has
@@ -209,7 +201,7 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   // Mask bounds (attn.bounds on the key) skip whole tiles: tile t has a visible key in
   // [lower, upper) iff t*T < upper and t*T + T > lower, and every key of it is visible iff
   // t*T >= lower and t*T + T <= upper (and the tile is not the shifted last one). The bounds are
-  // taken over groups of kOnlineQueryGroup query rows (the innermost row index), at both ends
+  // taken over groups of queryGroup query rows (the innermost row index), at both ends
   // of the group (they are affine), so each group visits its tiles with all its rows: the
   // state is indexed by (group, row in group), and its tile loops run inside the group loop.
   // Rows as a plain index would let Halide narrow every tile's rows to a tile-dependent range,
@@ -226,8 +218,8 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
       il(unique(varNames.empty() ? "l" : varNames[std::max(rq, 0)] + "_lane"));
   auto tilePreds = [&](H::Expr t) {
     std::vector<H::Expr> dims = toExprs(svars), first = dims, last = dims;
-    first[qpos] = H::Expr(ig) * kOnlineQueryGroup;
-    last[qpos] = H::Expr(ig) * kOnlineQueryGroup + (kOnlineQueryGroup - 1);
+    first[qpos] = H::Expr(ig) * queryGroup;
+    last[qpos] = H::Expr(ig) * queryGroup + (queryGroup - 1);
     bool exact = false;
     // (t < Nk / T: the same as t*T + T <= Nk, in a form from which Halide's simplifier does not
     // drop the clamps of the key reads; bounds inference applies the simplified reads to the
@@ -293,7 +285,6 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
       auto keyFunc = [&](const std::string &suffix) {
         LoweredFunc f = part(suffix, FuncRole::Reduction);
         f.definition = f.name; // scheduled as any reduction, not with the tiles
-        f.predicateInput = true;
         f.vars = kvars, f.varNames = knames;
         return f;
       };
@@ -305,11 +296,9 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
         cenv[sb.getArgument(k)] = (int)k == (int)keyPos ? H::Expr(r.x)
                                   : (int)k == qpos      ? H::Expr(0)
                                                         : H::Expr(svars[k]);
-      reads_ = &tkeys.reads;
       H::Expr cond;
       for (Value l : keyLeaves)
         cond = cond.defined() ? cond && eval(l, cenv) : eval(l, cenv);
-      reads_ = nullptr;
       std::vector<H::Expr> kargs = reversed(toExprs(kvars));
       tkeys.func(kargs) = H::Tuple(Nk, 0, 0);
       tkeys.func(kargs) =
@@ -381,7 +370,7 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   std::vector<H::Expr> rowExprs = toExprs(vars);
   if (grouped) {
     H::Expr Nq = extents[rq];
-    rowExprs[rq] = H::min(H::Expr(ig) * kOnlineQueryGroup + il, Nq - 1);
+    rowExprs[rq] = H::min(H::Expr(ig) * queryGroup + il, Nq - 1);
   }
   auto stateRows = [&](H::Expr t) {
     std::vector<H::Expr> c;
@@ -399,18 +388,17 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
 
   std::vector<Chain> chains;
   if (split)
-    chains.push_back(makeChain("_full", true, 0));
-  chains.push_back(makeChain("", false, split ? 1 : 0));
+    chains.push_back(makeChain("_full", true));
+  chains.push_back(makeChain("", false));
   for (Chain &c : chains) {
     std::vector<H::Internal::ReductionVariable> rtv{
-        {state.name + "$" + tileName + (c.score.onlineFull ? "_full" : ""), H::Expr(0),
-         (Nk + T - 1) / T}};
+        {state.name + "$" + tileName + (c.full ? "_full" : ""), H::Expr(0), (Nk + T - 1) / T}};
     H::RDom rt{H::Internal::ReductionDomain(rtv)};
     if (visible.defined()) {
       auto [vis, full] = allPreds(rt);
       // (Key ranges are disjoint already: `vis && !full` would be a union that Halide cannot
       // solve for loop bounds.)
-      rt.where(!split ? vis : c.score.onlineFull ? full : ranges.empty() ? vis && !full : vis);
+      rt.where(!split ? vis : c.full ? full : ranges.empty() ? vis && !full : vis);
       state.maskBounded = grouped;
     }
     H::Expr acc = state.func(stArgs)[0], l = state.func(stArgs)[1], mo = state.func(stArgs)[2];
@@ -431,56 +419,33 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     state.func(stArgs) = H::Tuple(acc * (l * a * inv) + c.tpv.func(stateIndices(rt)) * (b * inv),
                                   ln, H::max(mo, mt));
     state.rvars.push_back(rt[0]), state.rvarNames.push_back(tileName);
-    for (const std::string &n : {c.tmax.name, c.tsum.name, c.tpv.name})
-      state.reads.push_back(n);
   }
-  state.keyCount = Nk, state.onlineTile = T, state.onlineGrouped = grouped;
-  state.onlineKeyRanged = !ranges.empty() || keyLo.defined();
+  OnlineGroup group;
+  group.name = name;
+  group.tile = T, group.keyCount = Nk, group.grouped = grouped, group.queryGroup = queryGroup;
+  group.keyRanged = !ranges.empty() || keyLo.defined();
   for (size_t k = 0; k < vars.size(); ++k)
-    state.onlineExtents.push_back({varNames[k], extents[k]});
+    group.extents.push_back({varNames[k], extents[k]});
 
-  // The pairs of (row block, key tile) the updates above visit, counted by the same predicates
-  // over an RDom of the rows (the query as groups when grouped) and the tiles.
+  // The pairs of (row block, key tile) the updates above visit, counted by the same predicates.
   {
-    TileVisits tv;
-    tv.output = name, tv.tile = T, tv.rowsPerBlock = grouped ? kOnlineQueryGroup : 1;
-    tv.masked = sy.getValues().size() == 2;
-    tv.count = H::Func(name + "__visits");
-    std::vector<H::Internal::ReductionVariable> rv;
-    std::map<std::string, H::Expr> sub;
+    TileLoops loops;
+    loops.name = name, loops.tileName = tileName, loops.tiles = (Nk + T - 1) / T;
+    loops.masked = sy.getValues().size() == 2;
     size_t k = 0;
     for (int64_t r : rowsMap) {
       if (r < 0)
         continue;
       H::Expr ext = extents[r];
       if (grouped && r == rq)
-        ext = (ext + kOnlineQueryGroup - 1) / kOnlineQueryGroup;
-      rv.push_back({tv.count.name() + "$" + rowNames[k], H::Expr(0), ext});
+        ext = (ext + queryGroup - 1) / queryGroup;
+      loops.rows.push_back({rowNames[k], grouped && r == rq ? ig : rowVars[k], ext});
       ++k;
     }
-    rv.push_back({tv.count.name() + "$" + tileName, H::Expr(0), (Nk + T - 1) / T});
-    H::RDom r{H::Internal::ReductionDomain(rv)};
-    k = 0;
-    for (int64_t ri : rowsMap) {
-      if (ri < 0)
-        continue;
-      sub[(grouped && ri == rq ? H::Var(ig) : rowVars[k]).name()] = r[k];
-      ++k;
-    }
-    auto [vis, full] = allPreds(r[(int)rv.size() - 1]);
-    // (Every term reads the RDom: an update that reads none of its variables has no RDom.)
-    auto one = [&](H::Expr c) {
-      return H::cast<int64_t>(
-          H::select(c.defined() ? H::Internal::substitute(sub, c) : H::Expr(r[0]) >= 0, 1, 0));
-    };
-    H::Expr part = split && ranges.empty() ? vis && !full : vis;
-    H::Expr visited = split ? one(full) + one(part) : one(part);
-    H::Expr tested = !tv.masked ? H::Expr((int64_t)0) : split ? one(part) : visited;
-    H::Expr z((int64_t)0);
-    tv.count() = H::Tuple(z, z, z);
-    tv.count() =
-        H::Tuple(tv.count()[0] + visited, tv.count()[1] + tested, tv.count()[2] + one(H::Expr()));
-    out_.tileVisits.push_back(std::move(tv));
+    loops.predicates = allPreds;
+    loops.split = split;
+    loops.disjoint = !ranges.empty();
+    group.visits = lowerTileVisits(loops);
   }
 
   LoweredFunc out = part("", FuncRole::Online);
@@ -488,23 +453,30 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   std::vector<H::Expr> outState = toExprs(vars);
   if (grouped) {
     H::Expr i = vars[rq];
-    outState[rq] = i % kOnlineQueryGroup;
-    outState.insert(outState.begin() + rq, i / kOnlineQueryGroup);
+    outState[rq] = i % queryGroup;
+    outState.insert(outState.begin() + rq, i / queryGroup);
   }
   outState = reversed(outState);
   out.func(reversed(toExprs(vars))) = guarded(op.getResult(), state.func(outState)[0]);
-  out.reads = {state.name};
 
   funcNames_[op.getResult()] = name;
-  for (Chain &c : chains)
-    for (LoweredFunc *f : {&c.score, &c.tmax, &c.texp, &c.tsum, &c.tpv})
-      addFunc(std::move(*f));
-  if (tkeys.func.defined())
-    addFunc(std::move(tkeys));
-  if (tranges.func.defined())
-    addFunc(std::move(tranges));
-  addFunc(std::move(state));
-  addFunc(std::move(out));
+  auto add = [&](LoweredFunc &f) {
+    addFunc(std::move(f));
+    return out_.funcs.size() - 1;
+  };
+  for (auto [stage, c] : llvm::enumerate(chains)) {
+    OnlineChain oc;
+    oc.score = add(c.score), oc.tmax = add(c.tmax), oc.texp = add(c.texp);
+    oc.tsum = add(c.tsum), oc.tpv = add(c.tpv);
+    oc.stage = (int)stage, oc.full = c.full;
+    group.chains.push_back(oc);
+  }
+  for (LoweredFunc *f : {&tkeys, &tranges})
+    if (f->func.defined())
+      group.predicateInputs.push_back(add(*f));
+  group.state = add(state);
+  group.output = add(out);
+  out_.onlineGroups.push_back(std::move(group));
 }
 
 } // namespace attnc::lowering

@@ -136,8 +136,6 @@ H::Expr Lowerer::lowerNestedReduce(attn::ReduceOp op, Env &env) {
       if (!callArgs.back().defined())
         unsupported(op, "reduction uses an index that is not in scope");
     }
-    if (reads_)
-      reads_->push_back(it->second.name);
     return out_.find(it->second.name)->func(reversed(callArgs));
   }
   llvm::SetVector<BlockArgument> captured;
@@ -166,13 +164,10 @@ H::Expr Lowerer::lowerNestedReduce(attn::ReduceOp op, Env &env) {
   lf.maskBounded = restrictReduction(r, op, inner);
   for (unsigned i = 0; i < op.getBody().getNumArguments(); ++i)
     inner[op.getBody().getArgument(i)] = r[i];
-  std::vector<std::string> *savedReads = reads_;
-  reads_ = &lf.reads;
   H::Expr v = iterateAll(
       castTo(op.getType(),
              eval(cast<attn::YieldOp>(op.getBody().front().getTerminator()).getValues()[0], inner)),
       r);
-  reads_ = savedReads;
   std::vector<H::Expr> args = reversed(toExprs(lf.vars));
   lf.func(args) = initValue(op.getKind(), v.type());
   lf.func(args) = combine(op.getKind(), lf.func(args), v);
@@ -182,8 +177,6 @@ H::Expr Lowerer::lowerNestedReduce(attn::ReduceOp op, Env &env) {
   H::Func f = lf.func;
   addFunc(std::move(lf));
   nestedReduce_[op.getOperation()] = {name, {captured.begin(), captured.end()}};
-  if (reads_)
-    reads_->push_back(name);
   return f(reversed(callArgs));
 }
 

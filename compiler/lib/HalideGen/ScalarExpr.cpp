@@ -205,16 +205,12 @@ Lowerer::ReadParts Lowerer::lowerReadParts(attn::ReadOp r, Env &env) {
   const KernelParam *param = nullptr;
   if (inputIndex_.count(t)) {
     param = &out_.inputs[inputIndex_.lookup(t)];
-    if (reads_)
-      reads_->push_back(param->name);
     for (size_t d = 0; d < idx.size(); ++d)
       extent[d] = param->param.dim((int)(idx.size() - 1 - d)).extent();
   } else {
     auto fn = funcNames_.find(t);
     if (fn == funcNames_.end())
       unsupported(r, "read of a tensor that is not an input or a definition");
-    if (reads_)
-      reads_->push_back(fn->second);
     func = out_.find(fn->second)->func;
     // Define and softmax ops take exactly their extents as operands.
     ValueRange extents = t.getDefiningOp()->getOperands();

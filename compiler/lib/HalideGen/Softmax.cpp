@@ -35,11 +35,9 @@ void Lowerer::lowerSoftmax(attn::SoftmaxOp op) {
   LoweredFunc score = part("score", FuncRole::SoftmaxScore);
   score.varNames = varNames;
   score.vars = vars;
-  reads_ = &score.reads;
   H::Expr s = H::cast<float>(eval(yield.getValues()[0], env));
   if (masked)
     s = H::select(eval(yield.getValues()[1], env), s, H::Float(32).min());
-  reads_ = nullptr;
   score.func(all) = s;
 
   // Reduction domain over the axes; the score is read at rows + reduction coordinates.
@@ -76,7 +74,6 @@ void Lowerer::lowerSoftmax(attn::SoftmaxOp op) {
     mx.rvars.push_back(rm[i]);
   for (int a : axes)
     mx.rvarNames.push_back(varNames[a]);
-  mx.reads = {score.name};
 
   LoweredFunc ex = part("exp", FuncRole::SoftmaxExp);
   ex.varNames = varNames;
@@ -86,7 +83,6 @@ void Lowerer::lowerSoftmax(attn::SoftmaxOp op) {
   // is -inf has max -inf too, and exp(-inf - -inf) would be NaN, so guard both.
   e = H::select(score.func(all) == H::Float(32).min(), 0.0f, e);
   ex.func(all) = e;
-  ex.reads = {score.name, mx.name};
 
   LoweredFunc sm = reductionPart("sum", FuncRole::SoftmaxSum, "sum");
   H::RDom rs = makeRDom(axisExtents, ArrayAttr::get(op.getContext(), axisNames), env, sm.name);
@@ -96,7 +92,6 @@ void Lowerer::lowerSoftmax(attn::SoftmaxOp op) {
   for (int i = 0; i < rs.dimensions(); ++i)
     sm.rvars.push_back(rs[i]);
   sm.rvarNames = mx.rvarNames;
-  sm.reads = {ex.name};
 
   LoweredFunc p = part("", FuncRole::Softmax);
   p.varNames = varNames;
@@ -104,7 +99,6 @@ void Lowerer::lowerSoftmax(attn::SoftmaxOp op) {
   // A fully masked row has sum 0 and gives zeros; a NaN sum (a NaN or +inf score) stays NaN.
   H::Expr prob = H::select(sm.func(rows) == 0.0f, 0.0f, ex.func(all) / sm.func(rows));
   p.func(all) = guarded(op.getResult(), prob);
-  p.reads = {ex.name, sm.name};
 
   funcNames_[op.getResult()] = name;
   for (LoweredFunc *f : {&score, &mx, &ex, &sm, &p})

@@ -271,7 +271,7 @@ void hoistScore(attn::SoftmaxOp p) {
       op->erase();
 }
 
-void rewrite(Match &m, int64_t tile) {
+void rewrite(Match &m, int64_t tile, int64_t queryGroup) {
   if (scoreReduces(m.p))
     hoistScore(m.p);
   MLIRContext *ctx = m.p.getContext();
@@ -285,9 +285,9 @@ void rewrite(Match &m, int64_t tile) {
   auto defType = m.def.getResult().getType();
   auto type = RankedTensorType::get(defType.getShape(), Float32Type::get(ctx));
   Value keyExtent = m.p.getExtents()[m.p.getAxes()[0]];
-  auto op =
-      b.create<attn::OnlineSoftmaxOp>(m.def.getLoc(), type, name, m.def.getExtents(), keyExtent,
-                                      m.def.getIndices(), m.p.getIndices(), m.rows, tile);
+  auto op = b.create<attn::OnlineSoftmaxOp>(m.def.getLoc(), type, name, m.def.getExtents(),
+                                            keyExtent, m.def.getIndices(), m.p.getIndices(), m.rows,
+                                            tile, queryGroup);
   op.getScore().takeBody(m.p.getBody());
   if (auto bounds = m.p->getAttr(attn::kBoundsAttr))
     op->setAttr(attn::kBoundsAttr, bounds);
@@ -392,6 +392,11 @@ struct OnlineSoftmaxPass : impl::OnlineSoftmaxPassBase<OnlineSoftmaxPass> {
                                std::to_string(kMaxOnlineTile));
       return signalPassFailure();
     }
+    if (queryGroup < 0) {
+      getOperation().emitError("attn-online-softmax: query group " + std::to_string(queryGroup) +
+                               " is negative");
+      return signalPassFailure();
+    }
     SmallVector<attn::SoftmaxOp> softmaxes;
     getOperation().walk([&](attn::SoftmaxOp p) { softmaxes.push_back(p); });
     for (attn::SoftmaxOp p : softmaxes) {
@@ -402,7 +407,7 @@ struct OnlineSoftmaxPass : impl::OnlineSoftmaxPassBase<OnlineSoftmaxPass> {
         continue;
       }
       p->removeAttr(kOnlineAttr);
-      rewrite(*m, chooseTile(p, tile));
+      rewrite(*m, chooseTile(p, tile), queryGroup ? queryGroup : kDefaultOnlineQueryGroup);
     }
     // Every online softmax, fused now or by an earlier run: a recorded analysis is recomputed,
     // never trusted.

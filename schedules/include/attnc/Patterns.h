@@ -11,10 +11,9 @@
 
 namespace attnc {
 
-// Patterns name the kernel's Funcs by their index in LoweredKernel::funcs, not by pointer: the
-// finders read a const kernel, a rule's apply schedules the same Funcs in its mutable one, and a
-// match stays valid while the kernel is moved or copied.
-using FuncIndex = size_t;
+// Patterns name the kernel's Funcs by their index in LoweredKernel::funcs (FuncIndex), not by
+// pointer: the finders read a const kernel, a rule's apply schedules the same Funcs in its mutable
+// one, and a match stays valid while the kernel is moved or copied.
 
 // The Funcs of one dense attention pattern, o = sum_j softmax_j(s) * v with s a contraction
 // over d, found by role, not by name.
@@ -31,24 +30,10 @@ struct DensePattern {
 // The dense pattern whose Funcs are private to it (no Func outside reads them), if any.
 std::optional<DensePattern> findDensePattern(const LoweredKernel &k);
 
-// The Funcs of one attn.online_softmax group (HalideGen's lowerOnline), found by role, and the
-// contractions its scores read (reductions over the score's indices, e.g. q . k).
-struct OnlineChain {
-  FuncIndex score = 0; // the scores (inlined)
-  FuncIndex tmax = 0;
-  FuncIndex texp = 0;
-  FuncIndex tsum = 0;
-  FuncIndex tpv = 0;
-  int stage = 0;     // the state update that folds these tiles
-  bool full = false; // fully visible tiles: no mask test
-};
+// One online softmax (LoweredKernel::onlineGroups, as HalideGen made it) and what lies around it:
+// the contractions its scores read (reductions over the score's indices, e.g. q . k).
 struct OnlinePattern {
-  FuncIndex out = 0;   // o(indices) = acc / sum
-  FuncIndex state = 0; // (max, sum, acc)(indices), updated once per key tile
-  // The masked chain (every online softmax has one); `chains` has it and, under exact mask
-  // bounds, the chain of fully visible tiles, in the order of the state's updates.
-  OnlineChain masked;
-  std::vector<OnlineChain> chains;
+  size_t group = 0;                    // its index in LoweredKernel::onlineGroups
   std::vector<FuncIndex> contractions; // sums over the score's indices that only the group reads
   std::vector<std::string> keyInputs;  // inputs the contractions read along the key
   std::vector<std::string> keyFuncs; // definitions outside the group they read along it (mhsa's k)

@@ -162,7 +162,10 @@ def Attn_OnlineSoftmaxOp : Attn_Op<"online_softmax", [Pure, RecursiveMemoryEffec
     that score index k equals, -1 for the key axis) and yields the score and optionally an i1
     mask, as attn.softmax does. The `value` region has the result's indices then the key and
     yields the factor multiplying the probability. Masked points count as in attn.softmax; a row
-    with no unmasked key gives zeros.
+    with no unmasked key gives zeros. Under mask bounds on the key (`attn.bounds`), key tiles are
+    skipped per group of `query_group` query rows (the innermost row index), taken at both ends
+    of the group, so that a group visits its tiles with all its rows; it is printed only when it
+    is not 32.
     ```mlir
     %o = attn.online_softmax "o"[%B, %H, %N, %D] over %N rows [0, 1, 2, -1] tile 128 score {
     ^bb0(%b: index, %h: index, %i: index, %j: index):
@@ -174,7 +177,8 @@ def Attn_OnlineSoftmaxOp : Attn_Op<"online_softmax", [Pure, RecursiveMemoryEffec
     ```
   }];
   let arguments = (ins StrAttr:$name, Variadic<Index>:$extents, Index:$key_extent, StrArrayAttr:$indices,
-                       StrArrayAttr:$score_indices, DenseI64ArrayAttr:$rows, I64Attr:$tile);
+                       StrArrayAttr:$score_indices, DenseI64ArrayAttr:$rows, I64Attr:$tile,
+                       ConfinedAttr<DefaultValuedAttr<I64Attr, "32">, [IntPositive]>:$query_group);
   let results = (outs Attn_Tensor:$result);
   let regions = (region SizedRegion<1>:$score, SizedRegion<1>:$value);
   let assemblyFormat = [{

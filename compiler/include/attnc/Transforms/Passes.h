@@ -42,6 +42,10 @@ inline constexpr int64_t kMinOnlineTile = 1, kMaxOnlineTile = 1024;
 // The keys per tile when the key count is unknown or large: attn-online-softmax's choice (measured
 // there), and the tile cpu-online and the schedule's description take as the default.
 inline constexpr int64_t kDefaultOnlineTile = 128;
+// Query rows per group over which an online softmax's mask bounds skip key tiles
+// (attn.online_softmax's query_group): attn-online-softmax's choice. cpu-online's query tile
+// follows the group's, so a tile's rows are all computed or all skipped.
+inline constexpr int64_t kDefaultOnlineQueryGroup = 32;
 
 struct PipelineOptions {
   SampleOrder sampleOrder = SampleOrder::Auto;

@@ -56,6 +56,8 @@ def OnlineSoftmaxPass : Pass<"attn-online-softmax", "mlir::ModuleOp"> {
   let options = [
     Option<"tile", "tile", "int64_t", /*default=*/"0",
            "Keys per tile (0: 128, fewer when the key count estimate is smaller)">,
+    Option<"queryGroup", "query-group", "int64_t", /*default=*/"0",
+           "Query rows per group over which mask bounds skip key tiles (0: 32)">,
   ];
 }
 
