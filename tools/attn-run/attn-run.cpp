@@ -137,8 +137,10 @@ bool splitAssign(const std::string &s, std::string *name, std::string *path) {
 }
 
 // NAME=VALUE arguments (checked by splitAssign as they were parsed) as pairs.
-std::vector<std::pair<std::string, std::string>> assignments(const std::vector<std::string> &args) {
-  std::vector<std::pair<std::string, std::string>> pairs;
+using Assignments = std::vector<std::pair<std::string, std::string>>;
+
+Assignments assignments(const std::vector<std::string> &args) {
+  Assignments pairs;
   std::string name, value;
   for (const std::string &a : args) {
     splitAssign(a, &name, &value);
@@ -178,10 +180,8 @@ Halide::Buffer<> wrap(attnc::TensorView &t) {
 // Checks the --input/--output names against the kernel's and fills name -> path maps; returns an
 // error message, or "" when they are fine.
 std::string matchPaths(const std::string &kernel, const std::vector<std::string> &inNames,
-                       const std::vector<std::string> &outNames,
-                       const std::vector<std::pair<std::string, std::string>> &ins,
-                       const std::vector<std::pair<std::string, std::string>> &outs,
-                       std::map<std::string, std::string> *inPaths,
+                       const std::vector<std::string> &outNames, const Assignments &ins,
+                       const Assignments &outs, std::map<std::string, std::string> *inPaths,
                        std::map<std::string, std::string> *outPaths) {
   for (auto &[n, p] : ins) {
     if (std::find(inNames.begin(), inNames.end(), n) == inNames.end())
@@ -228,9 +228,8 @@ void summarise(const std::string &name, const std::vector<int64_t> &shape, bool 
 }
 
 // --reference: the checked kernel evaluated by the fp64 interpreter (no MLIR, no Halide).
-int runReference(const attnc::dsl::Module &m, const std::string &kernelName,
-                 const std::vector<std::pair<std::string, std::string>> &ins,
-                 const std::vector<std::pair<std::string, std::string>> &outs, OutputFiles &files) {
+int runReference(const attnc::dsl::Module &m, const std::string &kernelName, const Assignments &ins,
+                 const Assignments &outs, OutputFiles &files) {
   const attnc::dsl::Kernel *k = nullptr;
   if (!kernelName.empty()) {
     for (const auto &c : m.kernels)
@@ -356,51 +355,163 @@ attnc::CompileOptions compileOptions() {
   return co;
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
-  attnc::install_cleanup_handlers();
-  attnc::tool::Usage usage;
-  usage.options = {inputArgs,  outputArgs,  targetStr,     schedule,   kernelName, defines,
-                   importDirs, sampleOrder, onlineSoftmax, onlineTile, tileStats,  reference};
-  usage.epilogue = "Inputs must be little-endian, C-order float32 or int32 arrays. Every output is "
-                   "summarised;\nthose named with --output are written.\n";
-  if (std::optional<int> rc = cli.parse(argc, argv, usage))
-    return *rc;
-
-  const attnc::CompileOptions co = compileOptions();
-  const std::string &input = co.path;
-  const std::vector<std::pair<std::string, std::string>> ins = assignments(inputArgs),
-                                                         outs = assignments(outputArgs);
-  if (input.empty())
-    return cli.failWithUsage("no kernel file");
-
-  attnc::Compilation comp(co, std::cerr);
-  if (!comp.parse())
-    return 1;
-  const attnc::FrontEnd &fe = comp.frontEnd();
-  // No output may be a file the run reads (the kernel source, an import, an input), another
-  // output or a directory: all checked before any work.
-  OutputFiles files;
-  {
-    attnc::Status st = files.set.protect(input, "the kernel source");
-    for (const auto &f : fe.module->files)
-      if (st.ok())
-        st = files.set.protect(f->path, "the imported file");
-    for (const auto &[n, p] : ins)
-      if (st.ok())
-        st = files.set.protect(p, "input file");
-    for (const auto &[n, p] : outs) {
-      size_t i = 0;
-      if (st.ok())
-        st = files.set.add(p, "output '" + n + "'", &i);
-      files.file.emplace(n, i);
-    }
-    if (!st.ok())
-      return fail(st.message());
+// The run's descriptor, built from the lowering as attnc writes one for an AOT library, so that
+// attn-run checks shapes and explains Halide's errors as attnc::call does (it owns the strings
+// the descriptor points to).
+class RuntimeDesc {
+public:
+  RuntimeDesc(const attnc::LoweredKernel &lk, const std::string &target) {
+    dimTexts_.reserve(lk.inputs.size() + lk.outputNames.size());
+    dimPtrs_.reserve(lk.inputs.size() + lk.outputNames.size());
+    for (auto &p : lk.inputs)
+      inputs_.push_back(param(p.name, p.type));
+    for (size_t i = 0; i < lk.outputNames.size(); ++i)
+      outputs_.push_back(param(lk.outputNames[i], lk.outputTypes[i]));
+    desc_ = attnc::KernelDesc{lk.name.c_str(), target.c_str(),       (int)inputs_.size(),
+                              inputs_.data(),  (int)outputs_.size(), outputs_.data(),
+                              nullptr};
   }
-  if (reference)
-    return runReference(*fe.module, kernelName, ins, outs, files);
+  const attnc::KernelDesc &get() const { return desc_; }
+
+private:
+  attnc::ParamDesc param(const std::string &name, const attnc::TensorType &t) {
+    dimTexts_.emplace_back();
+    dimPtrs_.emplace_back();
+    for (const attnc::Dim &d : t.dims)
+      dimTexts_.back().push_back(d.str());
+    for (const std::string &d : dimTexts_.back())
+      dimPtrs_.back().push_back(d.c_str());
+    return {name.c_str(), t.dtype, (int)t.rank(), dimPtrs_.back().data()};
+  }
+  std::vector<std::vector<std::string>> dimTexts_;
+  std::vector<std::vector<const char *>> dimPtrs_;
+  std::vector<attnc::ParamDesc> inputs_, outputs_;
+  attnc::KernelDesc desc_{};
+};
+
+// No output may be a file the run reads (the kernel source, an import, an input), another
+// output or a directory: all checked before any work.
+attnc::Status protectFiles(const std::string &source, const attnc::dsl::Module &m,
+                           const Assignments &ins, const Assignments &outs, OutputFiles *files) {
+  attnc::Status st = files->set.protect(source, "the kernel source");
+  for (const auto &f : m.files)
+    if (st.ok())
+      st = files->set.protect(f->path, "the imported file");
+  for (const auto &[n, p] : ins)
+    if (st.ok())
+      st = files->set.protect(p, "input file");
+  for (const auto &[n, p] : outs) {
+    size_t i = 0;
+    if (st.ok())
+      st = files->set.add(p, "output '" + n + "'", &i);
+    files->file.emplace(n, i);
+  }
+  return st;
+}
+
+// Every tensor fits Halide's 32-bit indexing and this machine's memory, or is named here before
+// anything is allocated for it.
+attnc::Status checkSizes(const attnc::LoweredKernel &lk, const std::vector<attnc::NpyArray> &arrays,
+                         const std::vector<std::vector<int64_t>> &shapes) {
+  uint64_t total = 0;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    attnc::Status st = attnc::check_tensor_size("output '" + lk.outputNames[i] + "'",
+                                                lk.outputTypes[i].dtype, shapes[i]);
+    if (!st.ok())
+      return st;
+    total +=
+        (uint64_t)attnc::TensorView::contiguous(nullptr, attnc::DType::F32, shapes[i]).numel() * 4;
+  }
+  for (size_t i = 0; i < lk.inputs.size(); ++i) {
+    attnc::Status st = attnc::check_tensor_size("input '" + lk.inputs[i].name + "'",
+                                                arrays[i].dtype, arrays[i].shape);
+    if (!st.ok())
+      return st;
+    total += arrays[i].data.size();
+  }
+  return attnc::check_memory("kernel '" + lk.name + "' (its inputs and outputs)", total);
+}
+
+// The buffers handed to Halide. Every one is 128-byte aligned, as Halide's own allocations are:
+// code vectorised for AVX-512 may use aligned vector loads and stores.
+struct Buffers {
+  std::vector<AlignedBytes> inData, outData;
+  std::vector<Halide::Buffer<>> outBufs;
+  std::vector<attnc::TensorView> outViews;
+
+  // Moves each input into aligned memory (the .npy bytes are freed) and binds it to its param.
+  attnc::Status bindInputs(attnc::LoweredKernel &lk, std::vector<attnc::NpyArray> &arrays,
+                           std::vector<attnc::TensorView> &views) {
+    for (size_t i = 0; i < lk.inputs.size(); ++i) {
+      try {
+        inData.emplace_back(std::max<size_t>(arrays[i].data.size(), 1));
+      } catch (const std::bad_alloc &) {
+        return attnc::Status::Error("input '" + lk.inputs[i].name + "': cannot allocate " +
+                                    std::to_string(arrays[i].data.size()) + " bytes");
+      }
+      std::copy(arrays[i].data.begin(), arrays[i].data.end(), inData.back().data());
+      std::vector<char>().swap(arrays[i].data); // only the aligned copy is used from here on
+      views[i].data = inData.back().data();
+      Halide::Buffer<> b = wrap(views[i]);
+      b.set_host_dirty(); // on a GPU target Halide uploads host-dirty inputs
+      lk.inputs[i].param.set(b);
+    }
+    return attnc::Status::Ok();
+  }
+
+  attnc::Status allocateOutputs(const attnc::LoweredKernel &lk,
+                                const std::vector<std::vector<int64_t>> &shapes) {
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      attnc::DType dt = lk.outputTypes[i].dtype;
+      attnc::TensorView probe = attnc::TensorView::contiguous(nullptr, dt, shapes[i]);
+      try {
+        outData.emplace_back(std::max<int64_t>(probe.numel(), 1) * 4);
+      } catch (const std::bad_alloc &) {
+        return attnc::Status::Error("output '" + lk.outputNames[i] + "': cannot allocate " +
+                                    std::to_string(probe.numel() * 4) + " bytes");
+      }
+      outViews.push_back(attnc::TensorView::contiguous(outData[i].data(), dt, shapes[i]));
+      outBufs.push_back(wrap(outViews.back()));
+    }
+    return attnc::Status::Ok();
+  }
+};
+
+// The outputs: every file staged before the first summary is printed (they appear together or
+// not at all), then one summary line per output.
+attnc::Status writeOutputs(const attnc::LoweredKernel &lk, const Buffers &b,
+                           const std::vector<std::vector<int64_t>> &shapes,
+                           const std::map<std::string, std::string> &outPaths, OutputFiles &files) {
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const std::string &n = lk.outputNames[i];
+    if (!outPaths.count(n))
+      continue;
+    attnc::Status ws = attnc::write_npy(files.set, files.file.at(n), b.outViews[i].dtype, shapes[i],
+                                        b.outData[i].data());
+    if (!ws.ok())
+      return ws;
+  }
+  if (attnc::Status st = files.set.commit(); !st.ok())
+    return st;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const std::string &n = lk.outputNames[i];
+    if (lk.outputTypes[i].is_float())
+      summarise(n, shapes[i], true, reinterpret_cast<const float *>(b.outData[i].data()),
+                b.outViews[i].numel());
+    else
+      summarise(n, shapes[i], false, reinterpret_cast<const int32_t *>(b.outData[i].data()),
+                b.outViews[i].numel());
+    auto it = outPaths.find(n);
+    if (it != outPaths.end())
+      std::cout << " -> " << it->second;
+    std::cout << "\n";
+  }
+  return attnc::Status::Ok();
+}
+
+// The kernel JIT-compiled for --target with its schedule, run on the inputs.
+int runCompiled(attnc::Compilation &comp, const Assignments &ins, const Assignments &outs,
+                OutputFiles &files) {
   mlir::ModuleOp generated = comp.generated();
   if (!generated)
     return 1;
@@ -444,60 +555,17 @@ int main(int argc, char **argv) {
 
   try {
     attnc::LoweredKernel lk = comp.lower();
-    // A runtime descriptor of the kernel gives attn-run the same shape checks as AOT calls.
-    std::vector<std::vector<std::string>> dimTexts;
-    std::vector<std::vector<const char *>> dimPtrs;
-    std::vector<attnc::ParamDesc> inDesc, outDesc;
-    dimTexts.reserve(lk.inputs.size() + lk.outputNames.size());
-    dimPtrs.reserve(lk.inputs.size() + lk.outputNames.size());
-    auto param = [&](const std::string &name, const attnc::TensorType &t) -> attnc::ParamDesc {
-      dimTexts.emplace_back();
-      dimPtrs.emplace_back();
-      for (const attnc::Dim &d : t.dims)
-        dimTexts.back().push_back(d.str());
-      for (const std::string &d : dimTexts.back())
-        dimPtrs.back().push_back(d.c_str());
-      return {name.c_str(), t.dtype, (int)t.rank(), dimPtrs.back().data()};
-    };
-    for (auto &p : lk.inputs)
-      inDesc.push_back(param(p.name, p.type));
-    for (size_t i = 0; i < lk.outputNames.size(); ++i)
-      outDesc.push_back(param(lk.outputNames[i], lk.outputTypes[i]));
-    attnc::KernelDesc desc{lk.name.c_str(), targetStr.c_str(),   (int)inDesc.size(),
-                           inDesc.data(),   (int)outDesc.size(), outDesc.data(),
-                           nullptr};
-
+    RuntimeDesc desc(lk, targetStr);
     std::vector<attnc::TensorView> views;
     for (size_t i = 0; i < lk.inputs.size(); ++i)
       views.push_back(arrays[i].view());
     attnc::SizeMap sizes;
-    attnc::Status st = attnc::bind_sizes(desc, views, &sizes);
+    attnc::Status st = attnc::bind_sizes(desc.get(), views, &sizes);
     std::vector<std::vector<int64_t>> shapes;
     if (st.ok())
-      st = attnc::output_shapes(desc, sizes, &shapes);
-    if (!st.ok())
-      return fail(st.message());
-
-    // Every tensor fits Halide's 32-bit indexing and this machine's memory, or is named here
-    // before anything is allocated for it.
-    uint64_t total = 0;
-    for (size_t i = 0; i < shapes.size(); ++i) {
-      st = attnc::check_tensor_size("output '" + lk.outputNames[i] + "'", lk.outputTypes[i].dtype,
-                                    shapes[i]);
-      if (!st.ok())
-        return fail(st.message());
-      total +=
-          (uint64_t)attnc::TensorView::contiguous(nullptr, attnc::DType::F32, shapes[i]).numel() *
-          4;
-    }
-    for (size_t i = 0; i < lk.inputs.size(); ++i) {
-      st = attnc::check_tensor_size("input '" + lk.inputs[i].name + "'", arrays[i].dtype,
-                                    arrays[i].shape);
-      if (!st.ok())
-        return fail(st.message());
-      total += arrays[i].data.size();
-    }
-    st = attnc::check_memory("kernel '" + lk.name + "' (its inputs and outputs)", total);
+      st = attnc::output_shapes(desc.get(), sizes, &shapes);
+    if (st.ok())
+      st = checkSizes(lk, arrays, shapes);
     if (!st.ok())
       return fail(st.message());
 
@@ -505,77 +573,28 @@ int main(int argc, char **argv) {
         attnc::scheduleKernel(lk, target,
                               attnc::ScheduleRequest{schedule, {}, comp.options().passes.estimates})
             .applied;
-    // Every buffer handed to Halide is 128-byte aligned, as Halide's own allocations are: code
-    // vectorised for AVX-512 may use aligned vector loads and stores.
-    std::vector<AlignedBytes> inData;
-    for (size_t i = 0; i < lk.inputs.size(); ++i) {
-      try {
-        inData.emplace_back(std::max<size_t>(arrays[i].data.size(), 1));
-      } catch (const std::bad_alloc &) {
-        return fail("input '" + lk.inputs[i].name + "': cannot allocate " +
-                    std::to_string(arrays[i].data.size()) + " bytes");
-      }
-      std::copy(arrays[i].data.begin(), arrays[i].data.end(), inData.back().data());
-      std::vector<char>().swap(arrays[i].data); // only the aligned copy is used from here on
-      views[i].data = inData.back().data();
-      Halide::Buffer<> b = wrap(views[i]);
-      b.set_host_dirty(); // on a GPU target Halide uploads host-dirty inputs
-      lk.inputs[i].param.set(b);
-    }
-    std::vector<AlignedBytes> outData;
-    std::vector<Halide::Buffer<>> outBufs;
-    std::vector<attnc::TensorView> outViews;
-    for (size_t i = 0; i < shapes.size(); ++i) {
-      attnc::DType dt = lk.outputTypes[i].dtype;
-      attnc::TensorView probe = attnc::TensorView::contiguous(nullptr, dt, shapes[i]);
-      try {
-        outData.emplace_back(std::max<int64_t>(probe.numel(), 1) * 4);
-      } catch (const std::bad_alloc &) {
-        return fail("output '" + lk.outputNames[i] + "': cannot allocate " +
-                    std::to_string(probe.numel() * 4) + " bytes");
-      }
-      outViews.push_back(attnc::TensorView::contiguous(outData[i].data(), dt, shapes[i]));
-      outBufs.push_back(wrap(outViews.back()));
-    }
+    Buffers b;
+    st = b.bindInputs(lk, arrays, views);
+    if (st.ok())
+      st = b.allocateOutputs(lk, shapes);
+    if (!st.ok())
+      return fail(st.message());
     Halide::Pipeline p = lk.pipeline();
     try {
-      p.realize(Halide::Realization(outBufs), target);
+      p.realize(Halide::Realization(b.outBufs), target);
     } catch (const Halide::RuntimeError &e) {
       // In the DSL's terms (tensor names, DSL dimensions), as attnc::call reports AOT kernels.
-      std::string msg = e.what(), why = attnc::explain_halide_error(desc, msg);
+      std::string msg = e.what(), why = attnc::explain_halide_error(desc.get(), msg);
       if (msg.rfind("Error: ", 0) == 0)
         msg = msg.substr(7);
       return fail(lk.name + ": " + (why.empty() ? attnc::tidy_halide_message(msg) : why));
     }
     // GPU results stay on the device until asked for (a no-op on CPU targets).
-    for (Halide::Buffer<> &b : outBufs)
-      b.copy_to_host();
+    for (Halide::Buffer<> &buf : b.outBufs)
+      buf.copy_to_host();
 
-    // Every file is staged before the first summary is printed: they appear together or not at all.
-    for (size_t i = 0; i < shapes.size(); ++i) {
-      const std::string &n = lk.outputNames[i];
-      if (!outPaths.count(n))
-        continue;
-      attnc::Status ws = attnc::write_npy(files.set, files.file.at(n), outViews[i].dtype, shapes[i],
-                                          outData[i].data());
-      if (!ws.ok())
-        return fail(ws.message());
-    }
-    if (attnc::Status st = files.set.commit(); !st.ok())
-      return fail(st.message());
-    for (size_t i = 0; i < shapes.size(); ++i) {
-      const std::string &n = lk.outputNames[i];
-      if (lk.outputTypes[i].is_float())
-        summarise(n, shapes[i], true, reinterpret_cast<const float *>(outData[i].data()),
-                  outViews[i].numel());
-      else
-        summarise(n, shapes[i], false, reinterpret_cast<const int32_t *>(outData[i].data()),
-                  outViews[i].numel());
-      auto it = outPaths.find(n);
-      if (it != outPaths.end())
-        std::cout << " -> " << it->second;
-      std::cout << "\n";
-    }
+    if (attnc::Status ws = writeOutputs(lk, b, shapes, outPaths, files); !ws.ok())
+      return fail(ws.message());
     if (tileStats) {
       for (const attnc::TileVisitCount &c : attnc::countTileVisits(lk))
         std::cout << "tiles " << attnc::describeTileVisits(c) << "\n";
@@ -594,4 +613,33 @@ int main(int argc, char **argv) {
   } catch (const std::exception &e) {
     return fail(e.what());
   }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  attnc::install_cleanup_handlers();
+  attnc::tool::Usage usage;
+  usage.options = {inputArgs,  outputArgs,  targetStr,     schedule,   kernelName, defines,
+                   importDirs, sampleOrder, onlineSoftmax, onlineTile, tileStats,  reference};
+  usage.epilogue = "Inputs must be little-endian, C-order float32 or int32 arrays. Every output is "
+                   "summarised;\nthose named with --output are written.\n";
+  if (std::optional<int> rc = cli.parse(argc, argv, usage))
+    return *rc;
+
+  const attnc::CompileOptions co = compileOptions();
+  const Assignments ins = assignments(inputArgs), outs = assignments(outputArgs);
+  if (co.path.empty())
+    return cli.failWithUsage("no kernel file");
+
+  attnc::Compilation comp(co, std::cerr);
+  if (!comp.parse())
+    return 1;
+  OutputFiles files;
+  if (attnc::Status st = protectFiles(co.path, *comp.frontEnd().module, ins, outs, &files);
+      !st.ok())
+    return fail(st.message());
+  if (reference)
+    return runReference(*comp.frontEnd().module, kernelName, ins, outs, files);
+  return runCompiled(comp, ins, outs, files);
 }
