@@ -595,10 +595,8 @@ int tuneOffline(Tuner &tu, const std::string &input, const std::string &dbPath, 
   }
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
-  attnc::install_cleanup_handlers();
+// The help text: the options in their order, and what a CUDA target gets instead of timing.
+attnc::tool::Usage usage() {
   attnc::tool::Usage usage;
   usage.options = {sizesArgs,  kernelArg,  targetArg,   budgetArg, maxTrialsArg, dbArg,     repsArg,
                    inputFiles, restartArg, noBaselines, ptxasArg,  defines,      importDirs};
@@ -611,97 +609,125 @@ int main(int argc, char **argv) {
       "are recorded in the database for a run on a GPU. Nothing is timed: the default stays unless "
       "it\n"
       "spills, else the spill-free configuration with the fewest registers is kept.\n";
-  if (std::optional<int> rc = cli.parse(argc, argv, usage))
-    return *rc;
+  return usage;
+}
 
-  // The options checked their values as they were parsed: what is left is putting them together.
-  const std::string input = inputs.empty() ? std::string() : inputs[0];
-  std::string targetStr = targetArg, dbPath = dbArg, kernelName = kernelArg;
-  const double budget = *parseNumber(budgetArg, 1, 7 * 24 * 3600);
-  const int reps = *parseCount(repsArg, 1000);
-  const int maxTrials = maxTrialsArg.getNumOccurrences() ? *parseCount(maxTrialsArg, 1000000) : 0;
-  const bool restart = restartArg, baselines = !noBaselines;
-  const std::string ptxasPath = ptxasArg;
+// What the command line asks for, in the terms the run uses.
+struct Request {
+  std::string input, targetStr, dbPath, kernelName, ptxasPath;
+  double budget = 0;
+  int reps = 0, maxTrials = 0;
+  bool restart = false, baselines = true;
   attnc::dsl::FrontEndOptions feOpts;
+  std::map<std::string, int64_t> sizes;
+  std::map<std::string, std::string> inPaths; // -i NAME=FILE.npy
+};
+
+// The options checked their values as they were parsed: what is left is putting them together.
+Request request() {
+  Request rq;
+  rq.input = inputs.empty() ? std::string() : inputs[0];
+  rq.targetStr = targetArg, rq.dbPath = dbArg, rq.kernelName = kernelArg;
+  rq.budget = *parseNumber(budgetArg, 1, 7 * 24 * 3600);
+  rq.reps = *parseCount(repsArg, 1000);
+  rq.maxTrials = maxTrialsArg.getNumOccurrences() ? *parseCount(maxTrialsArg, 1000000) : 0;
+  rq.restart = restartArg, rq.baselines = !noBaselines;
+  rq.ptxasPath = ptxasArg;
   for (const std::string &def : defines) {
     size_t eq = def.find('=');
-    feOpts.sema.defines.emplace_back(def.substr(0, eq), def.substr(eq + 1));
+    rq.feOpts.sema.defines.emplace_back(def.substr(0, eq), def.substr(eq + 1));
   }
-  feOpts.importPaths.assign(importDirs.begin(), importDirs.end());
-  std::map<std::string, int64_t> sizes;
+  rq.feOpts.importPaths.assign(importDirs.begin(), importDirs.end());
   std::string parseErr;
   for (const std::string &text : sizesArgs)
-    attnc::parseSizes(text, &sizes, &parseErr);
-  std::map<std::string, std::string> inPaths;
+    attnc::parseSizes(text, &rq.sizes, &parseErr);
   for (const std::string &s : inputFiles) {
     size_t eq = s.find('=');
-    inPaths[s.substr(0, eq)] = s.substr(eq + 1);
+    rq.inPaths[s.substr(0, eq)] = s.substr(eq + 1);
   }
-  if (input.empty())
-    return cli.failWithUsage("no input file");
-  if (sizes.empty() && inPaths.empty())
-    return fail(
-        "attn-tune needs --sizes: the shapes to tune for (e.g. --sizes=B=1,H=8,N=2048,D=64)");
-  if (dbPath.empty())
-    dbPath = attnc::defaultTuningDbPath(input);
-  // The database is checked like an output before any work: not a file the run reads (the input,
-  // below every import and -i file) nor a directory. TuningDb::update writes it.
-  attnc::OutputSet dbCheck;
-  auto check = [](const attnc::Status &st) { return st.ok() ? 0 : fail(st.message()); };
-  size_t dbIndex = 0;
-  if (int rc = check(dbCheck.protect(input, "the input file")))
-    return rc;
-  if (int rc = check(dbCheck.add(dbPath, "the tuning database", &dbIndex)))
-    return rc;
+  return rq;
+}
 
-  Tuner tu;
-  tu.reps = reps;
-  std::string err;
-  if (!attnc::parseTarget(targetStr, &tu.target, &err))
-    return fail(err);
-  attnc::CompileOptions co;
-  co.path = input;
-  co.frontEnd = feOpts;
-  co.target = targetStr;
-  tu.comp = std::make_unique<attnc::Compilation>(co, std::cerr);
-  if (!tu.comp->parse())
-    return 1;
+// 0 for a good status, else the error reported as the exit code.
+int checked(const attnc::Status &st) { return st.ok() ? 0 : fail(st.message()); }
+
+// The database is checked like an output before any work: not a file the run reads (the input,
+// below every import and -i file) nor a directory. TuningDb::update writes it.
+int protectDatabase(Request &rq, attnc::OutputSet *files) {
+  if (rq.dbPath.empty())
+    rq.dbPath = attnc::defaultTuningDbPath(rq.input);
+  size_t dbIndex = 0;
+  if (int rc = checked(files->protect(rq.input, "the input file")))
+    return rc;
+  return checked(files->add(rq.dbPath, "the tuning database", &dbIndex));
+}
+
+// Once the file is parsed: its imports and the -i files are protected from the database too, and
+// the tuner learns the kernel, its given inputs and the sizes.
+int bindKernel(Request &rq, attnc::OutputSet *files, Tuner &tu) {
   const attnc::FrontEnd &fe = tu.comp->frontEnd();
   for (const auto &f : fe.module->files)
-    if (int rc = check(dbCheck.protect(f->path, "the imported file")))
+    if (int rc = checked(files->protect(f->path, "the imported file")))
       return rc;
-  for (const auto &[name, path] : inPaths)
-    if (int rc = check(dbCheck.protect(path, "the input file")))
+  for (const auto &[name, path] : rq.inPaths)
+    if (int rc = checked(files->protect(path, "the input file")))
       return rc;
-  if (kernelName.empty()) {
+  if (rq.kernelName.empty()) {
     if (fe.module->kernels.size() != 1)
       return fail("the file has several kernels: pick one with --kernel=NAME");
-    kernelName = fe.module->kernels[0]->name;
+    rq.kernelName = fe.module->kernels[0]->name;
   }
-  tu.kernelName = kernelName;
-  tu.comp->options().kernel = kernelName;
-  for (const auto &[name, path] : inPaths) {
+  tu.kernelName = rq.kernelName;
+  tu.comp->options().kernel = rq.kernelName;
+  for (const auto &[name, path] : rq.inPaths) {
     attnc::NpyArray arr;
     attnc::Status st = attnc::read_npy(path, &arr);
     if (!st.ok())
       return fail("-i " + name + ": " + st.message());
     tu.given[name] = std::move(arr);
   }
-  tu.sizes = sizes;
+  tu.sizes = rq.sizes;
+  return 0;
+}
 
-  attnc::TuningDb db;
-  if (!attnc::TuningDb::load(dbPath, &db, &err))
-    return fail(err);
-  const std::string machine = machineName();
+// Host targets: the timed search, its confirmation, the baselines and the table, around one
+// database entry that every measurement is saved to at once.
+class TimedTuning {
+public:
+  TimedTuning(Tuner &tu, const Request &rq, attnc::TuningDb &db) : tu(tu), rq(rq), db(db) {}
 
-  if (!tu.target.has_gpu_feature() && !attnc::checkJitTarget(tu.target, &err))
-    return fail(err);
-  if (tu.target.has_gpu_feature()) {
-    tu.kernelName = kernelName;
-    tu.sizes = sizes;
-    return tuneOffline(tu, input, dbPath, db, ptxasPath, baselines);
+  // The default first (every candidate's results are compared with it), then the search; a
+  // winner is kept only once it is confirmed and saved.
+  int run() {
+    if (int rc = begin())
+      return rc;
+    Config best;
+    double defaultMs = measure(best);
+    if (defaultMs < 0)
+      return fail("the default schedule does not run at these sizes (see above)");
+    double bestMs = defaultMs;
+    const bool outOfTime = search(&best, &bestMs);
+    confirm(&best, &bestMs, &defaultMs);
+    if (int rc = record(best, bestMs, defaultMs, outOfTime))
+      return rc;
+    if (rq.baselines)
+      if (int rc = measureBaselines())
+        return rc;
+    printTable(best, bestMs, defaultMs);
+    return 0;
   }
-  try {
+
+private:
+  // The search's axes: the online tile first (it changes every tile loop), then each knob.
+  struct Axis {
+    std::string name; // "" for the online tile
+    std::vector<int> choices;
+    int dflt;
+  };
+
+  // The rule and knobs at the tuned sizes, the database entry (started afresh when it was measured
+  // on another machine or rule, or with --restart) and the header.
+  int begin() {
     if (!tu.prepare(tu.lowered(0), &err))
       return fail(err);
     tu.comp->options().passes.estimates =
@@ -709,103 +735,97 @@ int main(int argc, char **argv) {
     tu.comp->resetPasses();
     const attnc::LoweredKernel &probe = tu.lowered(0);
     const attnc::Selection selection = attnc::selectSchedule(probe, tu.target, "auto");
-    const attnc::ScheduleRule *rule = selection.rule;
-    std::vector<attnc::Knob> knobs = selection.knobs(probe);
-    bool online = false;
+    rule = selection.rule;
+    knobs = selection.knobs(probe);
     for (const auto &f : probe.funcs)
       online |= f.role == attnc::FuncRole::OnlineState;
 
-    const std::string variant = attnc::tuningVariantKey(input, kernelName);
+    variant = attnc::tuningVariantKey(rq.input, rq.kernelName);
     const std::string targetKey = attnc::tuningTargetKey(tu.target);
-    const std::string bucket = attnc::bucketOf(tu.sizes);
-    attnc::TuningEntry *entry = &db.upsert(variant, targetKey, bucket);
-    bool fresh = false; // the first save drops the database's measurements of the entry
-    if (restart || entry->machine != machine || entry->rule != rule->name()) {
-      if (!entry->tried.empty() && !restart)
+    bucket = attnc::bucketOf(tu.sizes);
+    entry = &db.upsert(variant, targetKey, bucket);
+    if (rq.restart || entry->machine != machine || entry->rule != rule->name()) {
+      if (!entry->tried.empty() && !rq.restart)
         std::cout << "earlier measurements were on another machine or rule: starting afresh\n";
       entry->tried.clear();
       entry->baselines.clear();
       fresh = true;
     }
-    auto save = [&](bool result) {
-      bool ok = saveEntry(dbPath, *entry, result, fresh, &err);
-      fresh = fresh && !ok;
-      return ok;
-    };
     entry->machine = machine, entry->rule = rule->name(), entry->sizes = tu.sizes;
 
     std::cout << "attn-tune " << variant << " on " << machine << "\n  target " << targetKey
               << "\n  sizes " << bucket << " (bucket), rule " << rule->name() << ", "
               << knobs.size() << " knobs" << (online ? " + the online key tile" : "") << ", budget "
-              << budget << " s, database " << dbPath << "\n";
+              << rq.budget << " s, database " << rq.dbPath << "\n";
 
-    auto t0 = Clock::now();
-    auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
-    std::vector<std::vector<char>> reference;
-    int measured = 0, reused = 0;
-    std::set<std::string> earlier; // configurations an earlier run measured
+    t0 = Clock::now();
     for (const auto &[key, ms] : entry->tried)
       earlier.insert(key);
-    // Measures one configuration (or reuses its saved time); < 0 when it fails.
-    auto measure = [&](const Config &c) -> double {
-      auto it = entry->tried.find(c.key());
-      if (it != entry->tried.end() && !reference.empty()) {
-        if (earlier.erase(c.key()))
-          ++reused;
-        return it->second;
-      }
-      double ms = -1;
-      std::string why;
-      try {
-        attnc::LoweredKernel lk = tu.lower(c.tile);
-        attnc::ScheduleParams sp;
-        sp.values = c.params;
-        attnc::applySchedule(lk, tu.target, rule->name(), sp);
-        H::Pipeline p = lk.pipeline();
-        p.compile_jit(tu.target);
-        std::vector<std::vector<char>> out;
-        ms = tu.run(lk, p, &out);
-        if (reference.empty()) {
-          reference = out;
-        } else {
-          double d = Tuner::relDiff(out, reference);
-          if (!(d <= 1e-3)) {
-            why = "its results differ from the default schedule's (relative " + std::to_string(d) +
-                  "): rejected";
-            ms = -1;
-          }
-        }
-      } catch (const H::Error &e) {
-        why = attnc::tidy_halide_message(e.what());
-      } catch (const std::exception &e) {
-        why = e.what();
-      }
-      ++measured;
-      entry->tried[c.key()] = ms;
-      entry->updated = nowIso();
-      if (!save(false))
-        throw std::runtime_error(err);
-      std::cout << "  [" << std::fixed << std::setprecision(1) << std::setw(6) << elapsed()
-                << " s] " << c.str() << ": ";
-      if (ms >= 0)
-        std::cout << std::setprecision(3) << ms << " ms\n";
-      else
-        std::cout << "failed: " << why.substr(0, 300) << "\n";
-      std::cout.flush();
-      return ms;
-    };
+    return 0;
+  }
 
-    Config best;
-    double defaultMs = measure(best);
-    if (defaultMs < 0)
-      return fail("the default schedule does not run at these sizes (see above)");
-    double bestMs = defaultMs;
-    // The search's axes: the online tile first (it changes every tile loop), then each knob.
-    struct Axis {
-      std::string name; // "" for the online tile
-      std::vector<int> choices;
-      int dflt;
-    };
+  // The budget's clock: it starts with the search, not with the compilation before it.
+  double elapsed() const { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+  // Merges the entry into the database on disk; the first save that succeeds drops the database's
+  // earlier measurements of it when the run started afresh.
+  bool save(bool result) {
+    bool ok = saveEntry(rq.dbPath, *entry, result, fresh, &err);
+    fresh = fresh && !ok;
+    return ok;
+  }
+
+  // Measures one configuration (or reuses its saved time); < 0 when it fails.
+  double measure(const Config &c) {
+    auto it = entry->tried.find(c.key());
+    if (it != entry->tried.end() && !reference.empty()) {
+      if (earlier.erase(c.key()))
+        ++reused;
+      return it->second;
+    }
+    double ms = -1;
+    std::string why;
+    try {
+      attnc::LoweredKernel lk = tu.lower(c.tile);
+      attnc::ScheduleParams sp;
+      sp.values = c.params;
+      attnc::applySchedule(lk, tu.target, rule->name(), sp);
+      H::Pipeline p = lk.pipeline();
+      p.compile_jit(tu.target);
+      std::vector<std::vector<char>> out;
+      ms = tu.run(lk, p, &out);
+      if (reference.empty()) {
+        reference = out;
+      } else {
+        double d = Tuner::relDiff(out, reference);
+        if (!(d <= 1e-3)) {
+          why = "its results differ from the default schedule's (relative " + std::to_string(d) +
+                "): rejected";
+          ms = -1;
+        }
+      }
+    } catch (const H::Error &e) {
+      why = attnc::tidy_halide_message(e.what());
+    } catch (const std::exception &e) {
+      why = e.what();
+    }
+    ++measured;
+    entry->tried[c.key()] = ms;
+    entry->updated = nowIso();
+    if (!save(false))
+      throw std::runtime_error(err);
+    std::cout << "  [" << std::fixed << std::setprecision(1) << std::setw(6) << elapsed() << " s] "
+              << c.str() << ": ";
+    if (ms >= 0)
+      std::cout << std::setprecision(3) << ms << " ms\n";
+    else
+      std::cout << "failed: " << why.substr(0, 300) << "\n";
+    std::cout.flush();
+    return ms;
+  }
+
+  // Coordinate descent from `best`; true when the budget or --max-trials stopped it.
+  bool search(Config *best, double *bestMs) {
     std::vector<Axis> axes;
     if (online)
       axes.push_back({"", {0, 64, 256}, 0});
@@ -816,7 +836,7 @@ int main(int argc, char **argv) {
       bool improved = false;
       for (const Axis &ax : axes) {
         for (int v : ax.choices) {
-          Config c = best;
+          Config c = *best;
           int cur =
               ax.name.empty() ? c.tile : (c.params.count(ax.name) ? c.params[ax.name] : ax.dflt);
           if (v == cur)
@@ -828,13 +848,13 @@ int main(int argc, char **argv) {
           else
             c.params[ax.name] = v;
           if (!entry->tried.count(c.key()) &&
-              (elapsed() > budget || (maxTrials > 0 && measured - 1 >= maxTrials))) {
+              (elapsed() > rq.budget || (rq.maxTrials > 0 && measured - 1 >= rq.maxTrials))) {
             outOfTime = true;
             break;
           }
           double ms = measure(c);
-          if (ms >= 0 && ms < bestMs * 0.99) {
-            best = c, bestMs = ms, improved = true;
+          if (ms >= 0 && ms < *bestMs * 0.99) {
+            *best = c, *bestMs = ms, improved = true;
           }
         }
         if (outOfTime)
@@ -843,38 +863,47 @@ int main(int argc, char **argv) {
       if (!improved)
         break;
     }
-    // The search compares single medians, and a 2-core machine's run-to-run noise is several
-    // percent: measure the winner against the default again, alternating, before keeping it.
-    if (best.key() != Config{}.key()) {
-      auto build = [&](const Config &c, attnc::LoweredKernel *lk) {
-        *lk = tu.lower(c.tile);
-        attnc::ScheduleParams sp;
-        sp.values = c.params;
-        attnc::applySchedule(*lk, tu.target, rule->name(), sp);
-        H::Pipeline p = lk->pipeline();
-        p.compile_jit(tu.target);
-        return p;
-      };
-      attnc::LoweredKernel lkD, lkB;
-      H::Pipeline pD = build(Config{}, &lkD), pB = build(best, &lkB);
-      std::vector<double> d, b;
-      for (int round = 0; round < kConfirmRounds; ++round) {
-        d.push_back(tu.run(lkD, pD, nullptr));
-        b.push_back(tu.run(lkB, pB, nullptr));
-      }
-      std::sort(d.begin(), d.end());
-      std::sort(b.begin(), b.end());
-      defaultMs = d[kConfirmRounds / 2], bestMs = b[kConfirmRounds / 2];
-      std::cout << "re-measured, alternating: default " << std::fixed << std::setprecision(3)
-                << defaultMs << " ms, " << best.str() << " " << bestMs << " ms\n";
-      if (!(bestMs < defaultMs * (1 - kConfirmMargin))) {
-        std::cout << "no configuration beats the default by more than " << kConfirmMargin * 100
-                  << "%: keeping the default\n";
-        best = Config{}, bestMs = defaultMs;
-      }
+    return outOfTime;
+  }
+
+  // A copy of the lowering scheduled as `c` and its pipeline, compiled.
+  H::Pipeline build(const Config &c, attnc::LoweredKernel *lk) {
+    *lk = tu.lower(c.tile);
+    attnc::ScheduleParams sp;
+    sp.values = c.params;
+    attnc::applySchedule(*lk, tu.target, rule->name(), sp);
+    H::Pipeline p = lk->pipeline();
+    p.compile_jit(tu.target);
+    return p;
+  }
+
+  // The search compares single medians, and a 2-core machine's run-to-run noise is several
+  // percent: measure the winner against the default again, alternating, before keeping it.
+  void confirm(Config *best, double *bestMs, double *defaultMs) {
+    if (best->key() == Config{}.key())
+      return;
+    attnc::LoweredKernel lkD, lkB;
+    H::Pipeline pD = build(Config{}, &lkD), pB = build(*best, &lkB);
+    std::vector<double> d, b;
+    for (int round = 0; round < kConfirmRounds; ++round) {
+      d.push_back(tu.run(lkD, pD, nullptr));
+      b.push_back(tu.run(lkB, pB, nullptr));
     }
-    // Every knob's value, defaults included: a later change of a rule's defaults must not
-    // change what was tuned.
+    std::sort(d.begin(), d.end());
+    std::sort(b.begin(), b.end());
+    *defaultMs = d[kConfirmRounds / 2], *bestMs = b[kConfirmRounds / 2];
+    std::cout << "re-measured, alternating: default " << std::fixed << std::setprecision(3)
+              << *defaultMs << " ms, " << best->str() << " " << *bestMs << " ms\n";
+    if (!(*bestMs < *defaultMs * (1 - kConfirmMargin))) {
+      std::cout << "no configuration beats the default by more than " << kConfirmMargin * 100
+                << "%: keeping the default\n";
+      *best = Config{}, *bestMs = *defaultMs;
+    }
+  }
+
+  // Every knob's value, defaults included: a later change of a rule's defaults must not change
+  // what was tuned.
+  int record(const Config &best, double bestMs, double defaultMs, bool outOfTime) {
     entry->params.clear();
     for (const attnc::Knob &kb : knobs)
       entry->params[kb.name] = best.params.count(kb.name) ? best.params.at(kb.name) : kb.dflt;
@@ -888,37 +917,42 @@ int main(int argc, char **argv) {
               << (outOfTime ? ", stopped by the budget or --max-trials (run again to go on)"
                             : ", converged")
               << "\n";
+    return 0;
+  }
 
-    // Halide's autoschedulers on the same pipeline, with the tuned sizes as estimates.
-    if (baselines) {
-      for (const std::string name : {"Mullapudi2016", "Adams2019"}) {
-        if (entry->baselines.count(name))
-          continue;
-        double ms = -1;
-        std::string why;
-        try {
-          attnc::LoweredKernel lk = tu.lower(0);
-          attnc::applyAutoscheduler(lk, tu.target, name, tu.sizes);
-          H::Pipeline p = lk.pipeline();
-          p.compile_jit(tu.target);
-          std::vector<std::vector<char>> out;
-          ms = tu.run(lk, p, &out);
-          double d = Tuner::relDiff(out, reference);
-          if (!(d <= 1e-3))
-            why = "results differ from attnc's (relative " + std::to_string(d) + ")", ms = -1;
-        } catch (const H::Error &e) {
-          why = attnc::tidy_halide_message(e.what());
-        } catch (const std::exception &e) {
-          why = e.what();
-        }
-        entry->baselines[name] = ms;
-        if (!save(false))
-          return fail(err);
-        if (ms < 0)
-          std::cout << "  " << name << ": failed: " << why.substr(0, 300) << "\n";
+  // Halide's autoschedulers on the same pipeline, with the tuned sizes as estimates.
+  int measureBaselines() {
+    for (const std::string name : {"Mullapudi2016", "Adams2019"}) {
+      if (entry->baselines.count(name))
+        continue;
+      double ms = -1;
+      std::string why;
+      try {
+        attnc::LoweredKernel lk = tu.lower(0);
+        attnc::applyAutoscheduler(lk, tu.target, name, tu.sizes);
+        H::Pipeline p = lk.pipeline();
+        p.compile_jit(tu.target);
+        std::vector<std::vector<char>> out;
+        ms = tu.run(lk, p, &out);
+        double d = Tuner::relDiff(out, reference);
+        if (!(d <= 1e-3))
+          why = "results differ from attnc's (relative " + std::to_string(d) + ")", ms = -1;
+      } catch (const H::Error &e) {
+        why = attnc::tidy_halide_message(e.what());
+      } catch (const std::exception &e) {
+        why = e.what();
       }
+      entry->baselines[name] = ms;
+      if (!save(false))
+        return fail(err);
+      if (ms < 0)
+        std::cout << "  " << name << ": failed: " << why.substr(0, 300) << "\n";
     }
+    return 0;
+  }
 
+  // The tuned schedule beside the default and the baselines, and where it was written.
+  void printTable(const Config &best, double bestMs, double defaultMs) {
     std::cout << std::fixed << std::setprecision(3)
               << "\n  schedule                      median ms   vs tuned\n";
     auto row = [&](const std::string &what, double ms) {
@@ -934,13 +968,74 @@ int main(int argc, char **argv) {
     row("default (" + rule->name() + ")", defaultMs);
     for (const auto &[name, ms] : entry->baselines)
       row("Halide " + name, ms);
-    std::cout << "  tuned: " << best.str() << "\n  written to " << dbPath << " [" << bucket
+    std::cout << "  tuned: " << best.str() << "\n  written to " << rq.dbPath << " [" << bucket
               << "]; attnc uses it for " << variant
               << " on this target with --sizes in this bucket\n";
-    return 0;
+  }
+
+  Tuner &tu;
+  const Request &rq;
+  attnc::TuningDb &db;
+  const std::string machine = machineName();
+  std::string err, variant, bucket;
+  const attnc::ScheduleRule *rule = nullptr;
+  std::vector<attnc::Knob> knobs;
+  bool online = false;
+  attnc::TuningEntry *entry = nullptr;
+  bool fresh = false; // the first save drops the database's measurements of the entry
+  Clock::time_point t0;
+  std::vector<std::vector<char>> reference; // the default schedule's outputs
+  int measured = 0, reused = 0;
+  std::set<std::string> earlier; // configurations an earlier run measured
+};
+
+// Host targets are timed; a Halide or other error anywhere in the run is the tool's error.
+int tuneTimed(Tuner &tu, const Request &rq, attnc::TuningDb &db) {
+  try {
+    return TimedTuning(tu, rq, db).run();
   } catch (const H::Error &e) {
     return fail(attnc::tidy_halide_message(e.what()));
   } catch (const std::exception &e) {
     return fail(e.what());
   }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  attnc::install_cleanup_handlers();
+  if (std::optional<int> rc = cli.parse(argc, argv, usage()))
+    return *rc;
+
+  Request rq = request();
+  if (rq.input.empty())
+    return cli.failWithUsage("no input file");
+  if (rq.sizes.empty() && rq.inPaths.empty())
+    return fail(
+        "attn-tune needs --sizes: the shapes to tune for (e.g. --sizes=B=1,H=8,N=2048,D=64)");
+  attnc::OutputSet files;
+  if (int rc = protectDatabase(rq, &files))
+    return rc;
+
+  Tuner tu;
+  tu.reps = rq.reps;
+  std::string err;
+  if (!attnc::parseTarget(rq.targetStr, &tu.target, &err))
+    return fail(err);
+  attnc::CompileOptions co;
+  co.path = rq.input, co.frontEnd = rq.feOpts, co.target = rq.targetStr;
+  tu.comp = std::make_unique<attnc::Compilation>(co, std::cerr);
+  if (!tu.comp->parse())
+    return 1;
+  if (int rc = bindKernel(rq, &files, tu))
+    return rc;
+
+  attnc::TuningDb db;
+  if (!attnc::TuningDb::load(rq.dbPath, &db, &err))
+    return fail(err);
+  if (tu.target.has_gpu_feature())
+    return tuneOffline(tu, rq.input, rq.dbPath, db, rq.ptxasPath, rq.baselines);
+  if (!attnc::checkJitTarget(tu.target, &err))
+    return fail(err);
+  return tuneTimed(tu, rq, db);
 }
