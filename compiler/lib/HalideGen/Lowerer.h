@@ -54,23 +54,6 @@ inline bool readsData(const H::Expr &e) {
   return f.found;
 }
 
-// Whether an index uses integer division, modulo, min, max or a select: Halide's bounds
-// inference bounds those by interval arithmetic over the loop ranges, which can lie outside the
-// values the index takes (`(d + D/2) % D` is bounded below by -D/2 for a D of unknown sign).
-inline bool notInterval(const H::Expr &e) {
-  struct Finder : H::Internal::IRVisitor {
-    bool found = false;
-    using H::Internal::IRVisitor::visit;
-    void visit(const H::Internal::Div *op) override { found = true; }
-    void visit(const H::Internal::Mod *op) override { found = true; }
-    void visit(const H::Internal::Min *op) override { found = true; }
-    void visit(const H::Internal::Max *op) override { found = true; }
-    void visit(const H::Internal::Select *op) override { found = true; }
-  } f;
-  e.accept(&f);
-  return f.found;
-}
-
 inline std::vector<H::Expr> toExprs(const std::vector<H::Var> &vars) {
   return {vars.begin(), vars.end()};
 }

@@ -232,13 +232,9 @@ Lowerer::ReadParts Lowerer::lowerReadParts(attn::ReadOp r, Env &env) {
     bool computed = !idx[d].as<H::Internal::Variable>();
     if (boundary != "none" || (!param && computed)) {
       idx[d] = H::clamp(idx[d], 0, H::max(extent[d] - 1, 0));
-    } else if (param && (readsData(idx[d]) || notInterval(idx[d]))) {
-      // A gather from an input, or an index Halide's interval arithmetic cannot bound tightly
-      // (`(d + D/2) % D` of rotary embeddings, `j % P` of a paged KV cache, `(y / ws) * ws + u`
-      // of window partitions: Halide bounded the first at -D/2 and refused to run a kernel that
-      // never reads there): the read is clamped so Halide can bound it, and an index that is
-      // out of range stops the kernel with an error naming the input, the DSL dimension and the
-      // index (as a bounds check would). Affine indices keep Halide's own check at entry.
+    } else if (param && readsData(idx[d])) {
+      // A gather from an input: the read is clamped so Halide can bound it, and an index that
+      // was out of range stops the kernel with an error (as a bounds check would).
       H::Expr i = idx[d];
       idx[d] =
           H::require(i >= 0 && i < extent[d], H::clamp(i, 0, H::max(extent[d] - 1, 0)), "input",
