@@ -357,6 +357,17 @@ void KeyMaskAttr::print(AsmPrinter &printer) const {
   printer << "]" << (getKeyOnly() ? ", key_only>" : ">");
 }
 
+bool attnc::attn::sameExtent(Value a, Value b) {
+  if (a == b)
+    return true;
+  auto da = a.getDefiningOp<DimOp>(), db = b.getDefiningOp<DimOp>();
+  if (da && db)
+    return da.getSize() == db.getSize();
+  auto ca = a.getDefiningOp<arith::ConstantIndexOp>(),
+       cb = b.getDefiningOp<arith::ConstantIndexOp>();
+  return ca && cb && ca.value() == cb.value();
+}
+
 void attnc::attn::maskConjuncts(Value mask, SmallVectorImpl<Value> &out) {
   if (auto a = mask.getDefiningOp<arith::AndIOp>(); a && a.getType().isInteger(1)) {
     maskConjuncts(a.getLhs(), out);

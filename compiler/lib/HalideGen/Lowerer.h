@@ -198,9 +198,6 @@ private:
   H::Expr lowerNestedReduce(attn::ReduceOp op, Env &env);
 
   // A read of an input or a definition. Halide's dimension order is the reverse of the DSL's.
-  // Two extents that are the same size: the same SSA value, the same named size (attn.dim ops
-  // of different inputs bound to one symbol) or the same constant.
-  static bool sameExtent(Value a, Value b);
 
   // Whether subscript `sub` of a read is inside dimension `d` by construction: a bare index
   // (a region argument, which MLIRGen keeps for ranges starting at 0) whose extent is the

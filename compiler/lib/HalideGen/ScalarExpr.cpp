@@ -48,18 +48,6 @@ H::Expr Lowerer::nanPropagating(H::Expr x, H::Expr y, H::Expr m) {
 }
 
 // A read of an input or a definition. Halide's dimension order is the reverse of the DSL's.
-// Two extents that are the same size: the same SSA value, the same named size (attn.dim ops
-// of different inputs bound to one symbol) or the same constant.
-bool Lowerer::sameExtent(Value a, Value b) {
-  if (a == b)
-    return true;
-  auto da = a.getDefiningOp<attn::DimOp>(), db = b.getDefiningOp<attn::DimOp>();
-  if (da && db)
-    return da.getSize() == db.getSize();
-  auto ca = a.getDefiningOp<arith::ConstantIndexOp>(),
-       cb = b.getDefiningOp<arith::ConstantIndexOp>();
-  return ca && cb && ca.value() == cb.value();
-}
 
 // Whether subscript `sub` of a read is inside dimension `d` by construction: a bare index
 // (a region argument, which MLIRGen keeps for ranges starting at 0) whose extent is the
@@ -94,7 +82,7 @@ bool Lowerer::inRangeByConstruction(Value sub, Value tensor, size_t d) {
     return c && d < dims.size() && dims[d].literal() && dims[d].literal_value() == c.value();
   }
   Operation *def = tensor.getDefiningOp();
-  return def && d < def->getNumOperands() && sameExtent(def->getOperand(d), ext);
+  return def && d < def->getNumOperands() && attn::sameExtent(def->getOperand(d), ext);
 }
 
 H::Expr Lowerer::lowerRead(attn::ReadOp r, Env &env) {

@@ -58,17 +58,6 @@ struct Match {
   SmallVector<int64_t> rows;
 };
 
-bool sameExtent(Value a, Value b) {
-  if (a == b)
-    return true;
-  auto da = a.getDefiningOp<attn::DimOp>(), db = b.getDefiningOp<attn::DimOp>();
-  if (da && db)
-    return da.getSize() == db.getSize();
-  auto ca = a.getDefiningOp<arith::ConstantIndexOp>(),
-       cb = b.getDefiningOp<arith::ConstantIndexOp>();
-  return ca && cb && ca.value() == cb.value();
-}
-
 // Whether a read's subscripts are computed from data (a read or a float-to-int conversion
 // upstream): a gather, as in bilinear sampling.
 bool gathers(attn::ReadOp r) {
@@ -135,7 +124,7 @@ std::optional<Match> match(attn::SoftmaxOp p, std::string &why) {
     return std::nullopt;
   }
   BlockArgument key = m.red.getBody().front().getArgument(0);
-  if (m.read.getIndices()[axis] != key || !sameExtent(m.red.getExtents()[0], ext)) {
+  if (m.read.getIndices()[axis] != key || !attn::sameExtent(m.red.getExtents()[0], ext)) {
     why = "the sum does not run over the softmax axis";
     return std::nullopt;
   }

@@ -29,6 +29,10 @@ inline constexpr const char *kKeyMaskAttr = "attn.key_mask";
 // #attn.key_mask's `conjuncts` count.
 void maskConjuncts(mlir::Value mask, llvm::SmallVectorImpl<mlir::Value> &out);
 
+// Whether two index extents are the same size: the same SSA value, the same named size (attn.dim
+// ops of different inputs bound to one symbol) or the same constant.
+bool sameExtent(mlir::Value a, mlir::Value b);
+
 // The MLIR element type of a kernel tensor of `dtype`, and back (false for a type that is no
 // attnc::DType): the one place the dialect maps the shared element types.
 mlir::Type elementType(mlir::MLIRContext *ctx, attnc::DType dtype);
