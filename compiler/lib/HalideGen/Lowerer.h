@@ -193,6 +193,7 @@ private:
   static std::string indexName(BlockArgument ba);
 
   static std::string definitionOf(Operation *op);
+  static std::optional<std::string> sourcePosition(Location loc);
 
   // A reduction nested in a larger expression becomes its own Func `<def>__<kind><n>` over the
   // enclosing indices it uses; the expression calls it.
