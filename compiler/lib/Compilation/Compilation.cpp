@@ -96,12 +96,8 @@ std::vector<std::string> compileArtefact(const LoweredKernel &k, Emit e, const H
   ScratchDir tmp;
   switch (e) {
   case Emit::Stmt: {
-    // The plan `auto` lowered is printed as it is: lowering again in the same process would give
-    // every loop variable a `$n` suffix (Halide's names are unique per process).
-    if (info.schedule.lowered)
-      info.schedule.lowered->module->compile({{OFT::stmt, (tmp / "out").string()}});
-    else
-      p.compile_to_lowered_stmt((tmp / "out").string(), args, Halide::StmtOutputFormat::Text, t);
+    // A fresh lowering: Halide names the function of a printed stmt "", not the kernel.
+    p.compile_to_lowered_stmt((tmp / "out").string(), args, Halide::StmtOutputFormat::Text, t);
     return {"# schedule: " + info.schedule.applied + "\n" + slurp(tmp / "out")};
   }
   case Emit::Llvm:
