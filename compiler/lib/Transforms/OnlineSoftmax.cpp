@@ -18,14 +18,13 @@
 // (`attn.key_mask`), the analysis HalideGen's tile skipping needs (recordKeyMask).
 #include "attnc/Transforms/Passes.h"
 
+#include "IRUtils.h"
 #include "attnc/Dialect/AttnOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Pass/PassRegistry.h"
-#include "mlir/Transforms/RegionUtils.h"
 
-#include <functional>
 #include <string>
 
 using namespace mlir;
@@ -186,26 +185,6 @@ int64_t chooseTile(attn::SoftmaxOp p, int64_t forced) {
   return kDefaultTile;
 }
 
-// Clones into `b` what computing `v` needs from inside `def`'s region, with `map` giving the
-// region's indices; values from outside `def` are used as they are.
-Value materialize(Value v, Operation *def, IRMapping &map, OpBuilder &b) {
-  if (Value m = map.lookupOrNull(v))
-    return m;
-  Operation *op = v.getDefiningOp();
-  if (!op || !def->isProperAncestor(op))
-    return v;
-  for (Value o : op->getOperands())
-    materialize(o, def, map, b);
-  for (Region &r : op->getRegions()) {
-    llvm::SetVector<Value> above;
-    getUsedValuesDefinedAbove(r, above);
-    for (Value a : above)
-      materialize(a, def, map, b);
-  }
-  Operation *c = b.clone(*op, map);
-  return c->getResult(cast<OpResult>(v).getResultNumber());
-}
-
 // Whether the softmax's score (its yield's first value) is computed by a reduction inside the
 // softmax. (An `.exclude` read there is already a `.zero` read whose range test MLIRGen joined
 // to the mask, which stays in the softmax.)
@@ -308,29 +287,6 @@ void rewrite(Match &m, int64_t tile, int64_t queryGroup) {
     m.red.erase();
   }
   m.p.erase();
-}
-
-// Whether `v` is computed from `arg` (through its operands and the regions of nested ops).
-bool dependsOn(Value v, Value arg) {
-  llvm::DenseSet<Value> seen;
-  std::function<bool(Value)> dep = [&](Value x) -> bool {
-    if (x == arg)
-      return true;
-    if (!seen.insert(x).second)
-      return false;
-    Operation *d = x.getDefiningOp();
-    if (!d)
-      return false;
-    bool found = false;
-    d->walk([&](Operation *op) {
-      for (Value o : op->getOperands())
-        if (!found &&
-            (o == arg || (o.getDefiningOp() ? !d->isAncestor(o.getDefiningOp()) && dep(o) : false)))
-          found = true;
-    });
-    return found;
-  };
-  return dep(v);
 }
 
 // Records on `op` the conjuncts of its mask that depend on the key but not on the query row (a
