@@ -24,6 +24,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <string>
 
@@ -239,6 +240,25 @@ void hoistScore(attn::SoftmaxOp p) {
       op->erase();
 }
 
+// The name of a fused sum that is one part of `def`'s expression: `<def>__online`, or
+// `<def>__online2`, ... when `def` has several (attn-split-sums gives a difference of softmaxes
+// one sum each). HalideGen names Funcs after it, so it must be unique in the kernel.
+std::string partName(attn::DefineOp def) {
+  llvm::StringSet<> taken;
+  def->getParentOfType<attn::KernelOp>().walk([&](Operation *op) {
+    if (auto d = dyn_cast<attn::DefineOp>(op))
+      taken.insert(d.getName());
+    else if (auto s = dyn_cast<attn::SoftmaxOp>(op))
+      taken.insert(s.getName());
+    else if (auto o = dyn_cast<attn::OnlineSoftmaxOp>(op))
+      taken.insert(o.getName());
+  });
+  std::string base = def.getName().str() + "__online", name = base;
+  for (int n = 2; taken.contains(name); ++n)
+    name = base + std::to_string(n);
+  return name;
+}
+
 void rewrite(Match &m, int64_t tile, int64_t queryGroup) {
   if (scoreReduces(m.p))
     hoistScore(m.p);
@@ -249,7 +269,7 @@ void rewrite(Match &m, int64_t tile, int64_t queryGroup) {
   // The definition is the fused sum itself, or reads it where the sum was.
   bool whole = defYield.getValues()[0] == m.red.getResult() &&
                m.def.getResult().getType().getElementType().isF32();
-  std::string name = whole ? m.def.getName().str() : m.def.getName().str() + "__online";
+  std::string name = whole ? m.def.getName().str() : partName(m.def);
   auto defType = m.def.getResult().getType();
   auto type = RankedTensorType::get(defType.getShape(), Float32Type::get(ctx));
   Value keyExtent = m.p.getExtents()[m.p.getAxes()[0]];
