@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <sstream>
 #include <stdexcept>
 
 namespace attnc {
@@ -102,11 +103,76 @@ bool ScheduleParams::parse(const std::string &text, ScheduleParams *out, std::st
   return true;
 }
 
+namespace {
+
+std::string ratioText(double r) {
+  std::ostringstream os;
+  os.precision(r < 100 ? 2 : 3);
+  os << r << "x";
+  return os.str();
+}
+
+// "auto" weighed by work: the first matching rule whose plan stays within kMaxPlanWorkRatio of
+// the algorithm's work, else the least costly plan with a warning.
+Selection selectByWork(const LoweredKernel &k, const Halide::Target &ht,
+                       const std::map<std::string, int64_t> &given) {
+  const std::map<std::string, int64_t> sizes = costSizes(k, given);
+  std::optional<WorkCount> algorithm;
+  std::optional<Selection> best;
+  std::vector<std::string> declined;
+  for (const auto &r : scheduleRules()) {
+    Selection s{r.get(), WholeKernel{}, Target(ht)};
+    std::optional<Match> m = r->match(k, s.target);
+    if (!m)
+      continue;
+    s.match = std::move(*m);
+    LoweredKernel plan = clone(k);
+    s.apply(plan);
+    s.lowered = lowerPlan(plan, ht);
+    if (!algorithm)
+      algorithm = algorithmWork(k, ht, sizes);
+    s.cost = PlanCost{countWork(plan, *s.lowered, sizes), *algorithm};
+    const double ratio = s.cost->ratio();
+    if (ratio <= kMaxPlanWorkRatio) {
+      s.declined = declined;
+      return s;
+    }
+    declined.push_back(r->name() + " (" + ratioText(ratio) + ")");
+    if (!best || ratio < best->cost->ratio())
+      best = std::move(s);
+  }
+  if (!best)
+    throw std::runtime_error("no schedule applies to kernel '" + k.name + "' for target " +
+                             ht.to_string());
+  best->declined = declined;
+  const std::string taken = best->rule->name() + " (" + ratioText(best->cost->ratio()) + ")";
+  best->declined.erase(std::remove(best->declined.begin(), best->declined.end(), taken),
+                       best->declined.end());
+  auto [def, excess] = best->cost->worstDefinition(k);
+  auto loc = k.definitionLocs.find(def);
+  std::string where = loc == k.definitionLocs.end() ? "" : loc->second + ": ";
+  std::string plans;
+  for (const std::string &d : declined)
+    plans += (plans.empty() ? "" : ", ") + d;
+  best->warning = where + "warning: every schedule of kernel '" + k.name + "' recomputes " +
+                  (def.empty() ? std::string("its reductions") : "'" + def + "'") +
+                  ": its plans do more than " + ratioText(kMaxPlanWorkRatio) +
+                  " the arithmetic of computing each definition once (" + plans + "); taking " +
+                  best->rule->name() +
+                  ". Write the sum it is part of as its own definition, or see "
+                  "docs/language.md, \"Writing fast variants\"";
+  return *best;
+}
+
+} // namespace
+
 Selection selectSchedule(const LoweredKernel &k, const Halide::Target &ht,
-                         const std::string &choice) {
+                         const std::string &choice, const std::map<std::string, int64_t> *sizes) {
   Selection sel{nullptr, WholeKernel{}, Target(ht)};
   if (choice == "none")
     return sel;
+  if (choice == "auto" && sizes)
+    return selectByWork(k, ht, *sizes);
   for (const auto &r : scheduleRules()) {
     if (choice != "auto" && r->name() != choice)
       continue;

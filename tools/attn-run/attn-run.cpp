@@ -569,10 +569,13 @@ int runCompiled(attnc::Compilation &comp, const Assignments &ins, const Assignme
     if (!st.ok())
       return fail(st.message());
 
-    std::string applied =
-        attnc::scheduleKernel(lk, target,
-                              attnc::ScheduleRequest{schedule, {}, comp.options().passes.estimates})
-            .applied;
+    attnc::AppliedSchedule scheduled = attnc::scheduleKernel(
+        lk, target,
+        attnc::ScheduleRequest{schedule, {}, comp.options().passes.estimates,
+                               /*weigh=*/!onlineTile.value()});
+    if (!scheduled.warning.empty())
+      std::cerr << scheduled.warning << "\n";
+    const std::string &applied = scheduled.applied;
     Buffers b;
     st = b.bindInputs(lk, arrays, views);
     if (st.ok())

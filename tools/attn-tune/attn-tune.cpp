@@ -471,7 +471,8 @@ int tuneOffline(Tuner &tu, const std::string &input, const std::string &dbPath, 
     tu.comp->options().onlineSoftmax = false; // as attnc's auto for CUDA targets
     tu.comp->resetPasses();
     const attnc::LoweredKernel &probe = tu.lowered(0);
-    const attnc::Selection selection = attnc::selectSchedule(probe, tu.target, "auto");
+    const attnc::Selection selection =
+        attnc::selectSchedule(probe, tu.target, "auto", &tu.sizes); // the rule attnc picks
     const attnc::ScheduleRule *rule = selection.rule;
     std::vector<attnc::Knob> knobs = selection.knobs(probe);
     const std::string variant = attnc::tuningVariantKey(input, tu.kernelName);
@@ -734,7 +735,8 @@ private:
         tu.sizes; // the cost-model passes see the tuned sizes, as attnc --sizes does
     tu.comp->resetPasses();
     const attnc::LoweredKernel &probe = tu.lowered(0);
-    const attnc::Selection selection = attnc::selectSchedule(probe, tu.target, "auto");
+    const attnc::Selection selection =
+        attnc::selectSchedule(probe, tu.target, "auto", &tu.sizes); // the rule attnc picks
     rule = selection.rule;
     knobs = selection.knobs(probe);
     for (const auto &f : probe.funcs)

@@ -1,5 +1,6 @@
 // attnc: compiles a .attn kernel and prints or writes any stage (ast, mlir, halide, stmt, llvm, asm, ptx, obj, lib).
 #include "attnc/Compilation.h"
+#include "attnc/Cost.h"
 #include "attnc/Transforms/Passes.h"
 #include "attnc/dsl/Names.h"
 #include "attnc/output.h"
@@ -36,14 +37,16 @@ cl::list<std::string> inputs(cl::Positional, cl::desc("FILE.attn"), cl::cat(cate
 cl::opt<attnc::Emit, false, attnc::tool::EnumParser<attnc::Emit>> emit(
     "emit",
     cl::desc("stage to print or write (default: mlir;\n"
-             "ptx: the CUDA device code, for a CUDA target)"),
-    cl::value_desc("ast|mlir|halide|stmt|llvm|asm|ptx|obj|lib"), cl::init(attnc::Emit::Mlir),
+             "ptx: the CUDA device code, for a CUDA target;\n"
+             "cost: the scheduled plan's arithmetic next to the algorithm's, at --sizes)"),
+    cl::value_desc("ast|mlir|halide|stmt|llvm|asm|ptx|obj|lib|cost"), cl::init(attnc::Emit::Mlir),
     cl::values(clEnumValN(attnc::Emit::Ast, "ast", ""), clEnumValN(attnc::Emit::Mlir, "mlir", ""),
                clEnumValN(attnc::Emit::Halide, "halide", ""),
                clEnumValN(attnc::Emit::Stmt, "stmt", ""), clEnumValN(attnc::Emit::Llvm, "llvm", ""),
                clEnumValN(attnc::Emit::Asm, "asm", ""), clEnumValN(attnc::Emit::Ptx, "ptx", ""),
                clEnumValN(attnc::Emit::Obj, "obj", ""), clEnumValN(attnc::Emit::Lib, "lib", ""),
-               clEnumValN(attnc::Emit::Runtime, "runtime", "")),
+               clEnumValN(attnc::Emit::Runtime, "runtime", ""),
+               clEnumValN(attnc::Emit::Cost, "cost", "")),
     cl::cat(category));
 
 cl::opt<std::string> outPath("o",
@@ -329,7 +332,7 @@ int main(int argc, char **argv) {
     return *rc;
   if (std::optional<std::string> bad = emit.getParser().unknown)
     return fail("unknown --emit value '" + *bad +
-                "' (expected ast, mlir, halide, stmt, llvm, asm, ptx, obj, lib or runtime)");
+                "' (expected ast, mlir, halide, stmt, llvm, asm, ptx, obj, lib, runtime or cost)");
   const attnc::Emit emitKind = emit;
   if (emitKind == attnc::Emit::Runtime)
     return emitRuntime();
@@ -409,12 +412,18 @@ int main(int argc, char **argv) {
       scheduleParams = {};
       tuned = {};
     }
-    attnc::ScheduleRequest req{schedule, scheduleParams, co.passes.estimates};
+    attnc::ScheduleRequest req{schedule, scheduleParams, co.passes.estimates,
+                               /*weigh=*/!onlineTile.value()};
     attnc::ArtefactInfo info;
     info.schedule = attnc::scheduleKernel(lk, target, req);
+    if (!info.schedule.warning.empty())
+      std::cerr << info.schedule.warning << "\n";
     if (!scheduleParams.empty())
       info.schedule.applied += " (" + scheduleParams.str() +
                                (tuned.entry ? ", tuned: " + tuned.from : std::string()) + ")";
+    if (emitKind == attnc::Emit::Cost)
+      return outs.finish(attnc::costReport(comp.lowered(), lk, target, co.passes.estimates,
+                                           info.schedule.applied));
     info.libBase = outPath.substr(outPath.find_last_of('/') + 1);
     info.targetKey = co.target;
     info.source = input;

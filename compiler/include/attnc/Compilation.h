@@ -24,7 +24,7 @@
 namespace attnc {
 
 // The stages attnc prints or writes (`--emit=`).
-enum class Emit { Ast, Mlir, Halide, Stmt, Llvm, Asm, Ptx, Obj, Lib, Runtime };
+enum class Emit { Ast, Mlir, Halide, Stmt, Llvm, Asm, Ptx, Obj, Lib, Runtime, Cost };
 // "ast", "mlir", ..., "runtime"; nullopt for anything else.
 std::optional<Emit> parseEmit(const std::string &s);
 
@@ -48,12 +48,21 @@ struct ScheduleRequest {
   std::string schedule = "auto";
   ScheduleParams params;
   std::map<std::string, int64_t> estimates;
+  // Whether "auto" weighs each rule's plan by its work and declines a recomputing one. Off when
+  // the user chose knobs (--online-tile, --schedule-params, a tuned entry): the plan they asked
+  // for is the one they get, as for a rule named by --schedule.
+  bool weigh = true;
 };
 
 // The schedule a kernel got: `applied` for humans (the stmt header, attn-run's report),
 // `described` for the runtime descriptor (KernelDesc::schedule).
 struct AppliedSchedule {
   std::string applied, described;
+  // "auto"'s warning when every rule's plan recomputes work (Selection::warning), to print.
+  std::string warning;
+  // The plan as "auto" lowered it to weigh it, when the kernel was scheduled exactly so (default
+  // knobs): compileArtefact compiles from it instead of lowering again.
+  std::optional<LoweredPlan> lowered;
 };
 
 // Applies `r` to `k` (a fresh lowering). Throws std::runtime_error for an unknown or inapplicable

@@ -6,6 +6,7 @@
 
 #include "Halide.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -132,6 +133,8 @@ struct LoweredKernel {
   std::vector<std::pair<Halide::Expr, std::string>> requirements;
   // One per attn.online_softmax, in the kernel's order.
   std::vector<OnlineGroup> onlineGroups;
+  // Where each DSL definition is written ("file:line:col"), for diagnostics about its plan.
+  std::map<std::string, std::string> definitionLocs;
   // Whether compiling for a GPU checks the blocks' threads and shared memory against constant
   // bounds (GpuLaunchLimits.cpp). attnc's rules must pass; Halide's autoscheduler (Anderson2021)
   // sizes shared memory for its --sizes estimates, so its schedules are left to the launch.

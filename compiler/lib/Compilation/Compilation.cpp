@@ -41,10 +41,10 @@ struct ScratchDir {
 
 std::optional<Emit> parseEmit(const std::string &s) {
   static const std::pair<const char *, Emit> kEmits[] = {
-      {"ast", Emit::Ast},        {"mlir", Emit::Mlir}, {"halide", Emit::Halide},
-      {"stmt", Emit::Stmt},      {"llvm", Emit::Llvm}, {"asm", Emit::Asm},
-      {"ptx", Emit::Ptx},        {"obj", Emit::Obj},   {"lib", Emit::Lib},
-      {"runtime", Emit::Runtime}};
+      {"ast", Emit::Ast},         {"mlir", Emit::Mlir}, {"halide", Emit::Halide},
+      {"stmt", Emit::Stmt},       {"llvm", Emit::Llvm}, {"asm", Emit::Asm},
+      {"ptx", Emit::Ptx},         {"obj", Emit::Obj},   {"lib", Emit::Lib},
+      {"runtime", Emit::Runtime}, {"cost", Emit::Cost}};
   for (const auto &[name, e] : kEmits)
     if (s == name)
       return e;
@@ -63,27 +63,52 @@ AppliedSchedule scheduleKernel(LoweredKernel &k, const Halide::Target &t,
     out.applied = r.schedule + " (Halide's autoscheduler)";
     return out;
   }
-  Selection sel = selectSchedule(k, t, r.schedule);
+  Selection sel =
+      selectSchedule(k, t, r.schedule, r.weigh && r.params.empty() ? &r.estimates : nullptr);
   out.described = sel.describe(k, r.params);
   out.applied = sel.apply(k, r.params);
+  if (!sel.declined.empty()) {
+    std::string d;
+    for (const std::string &x : sel.declined)
+      d += (d.empty() ? "" : ", ") + x;
+    out.applied += " (declined, recomputing work: " + d + ")";
+  }
+  out.warning = sel.warning;
+  if (r.params.empty())
+    out.lowered = std::move(sel.lowered);
   return out;
 }
 
 std::vector<std::string> compileArtefact(const LoweredKernel &k, Emit e, const Halide::Target &t,
                                          const ArtefactInfo &info) {
+  using OFT = Halide::OutputFileType;
   Halide::Pipeline p = k.pipeline();
   std::vector<Halide::Argument> args = k.arguments();
+  // What Pipeline::compile_to_* do: lower to a module, then generate each output from it. The
+  // plan "auto" lowered to weigh it is that module (same Funcs, schedule, arguments, name and
+  // target), so code is generated from it rather than lowered again.
+  auto compile = [&](const std::map<OFT, std::string> &outputs) {
+    if (info.schedule.lowered)
+      info.schedule.lowered->module->compile(outputs);
+    else
+      p.compile_to(outputs, args, k.name, t);
+  };
   ScratchDir tmp;
   switch (e) {
   case Emit::Stmt: {
-    p.compile_to_lowered_stmt((tmp / "out").string(), args, Halide::StmtOutputFormat::Text, t);
+    // The plan `auto` lowered is printed as it is: lowering again in the same process would give
+    // every loop variable a `$n` suffix (Halide's names are unique per process).
+    if (info.schedule.lowered)
+      info.schedule.lowered->module->compile({{OFT::stmt, (tmp / "out").string()}});
+    else
+      p.compile_to_lowered_stmt((tmp / "out").string(), args, Halide::StmtOutputFormat::Text, t);
     return {"# schedule: " + info.schedule.applied + "\n" + slurp(tmp / "out")};
   }
   case Emit::Llvm:
-    p.compile_to_llvm_assembly((tmp / "out").string(), args, k.name, t);
+    compile({{OFT::llvm_assembly, (tmp / "out").string()}});
     return {slurp(tmp / "out")};
   case Emit::Asm:
-    p.compile_to_assembly((tmp / "out").string(), args, k.name, t);
+    compile({{OFT::assembly, (tmp / "out").string()}});
     return {slurp(tmp / "out")};
   case Emit::Ptx: {
     // The device code Halide embeds in the host object: one PTX module per kernel, every GPU
@@ -91,8 +116,7 @@ std::vector<std::string> compileArtefact(const LoweredKernel &k, Emit e, const H
     if (!t.has_feature(Halide::Target::CUDA))
       throw std::runtime_error(
           "--emit=ptx needs a CUDA target, e.g. --target=x86-64-linux-cuda-cuda_capability_80");
-    p.compile_to({{Halide::OutputFileType::device_code, (tmp / "out.ptx").string()}}, args, k.name,
-                 t);
+    compile({{OFT::device_code, (tmp / "out.ptx").string()}});
     std::string text = slurp(tmp / "out.ptx");
     if (text.find(".entry") == std::string::npos)
       throw std::runtime_error("kernel '" + k.name + "' has no GPU code for " + t.to_string() +
@@ -100,11 +124,12 @@ std::vector<std::string> compileArtefact(const LoweredKernel &k, Emit e, const H
     return {text};
   }
   case Emit::Obj:
-    p.compile_to_object((tmp / "out.o").string(), args, k.name, t);
+    compile({{OFT::object, (tmp / "out.o").string()}});
     return {slurp(tmp / "out.o")};
   case Emit::Lib: {
     // <prefix>.a (kernel + Halide runtime), <prefix>.h (Halide's C API), <prefix>.attnc.h.
-    p.compile_to_static_library((tmp / info.libBase).string(), args, k.name, t);
+    const std::string prefix = (tmp / info.libBase).string();
+    compile({{OFT::c_header, prefix + ".h"}, {OFT::static_library, prefix + ".a"}});
     std::string desc = runtimeDescriptorHeader(k, info.libBase + ".h", info.targetKey, t,
                                                info.source, info.schedule.described);
     return {slurp(tmp / (info.libBase + ".a")), slurp(tmp / (info.libBase + ".h")), desc};
@@ -267,7 +292,7 @@ bool Compilation::tuningFits(const TunedSchedule &tuned, const std::string &sche
   if (!tuned.entry || !target(&t))
     return false;
   // An entry from another attnc (or rule) may not fit any more: say so, keep the default.
-  Selection sel = selectSchedule(lowered(), t, schedule);
+  Selection sel = selectSchedule(lowered(), t, schedule, &opts_.passes.estimates);
   if (tuned.entry->rule != sel.name()) {
     diag_ << "attnc: warning: " << tuned.from << " was tuned for schedule '" << tuned.entry->rule
           << "', which no longer applies first; using the default schedule (rerun attn-tune)\n";

@@ -123,6 +123,9 @@ LoweredKernel Lowerer::run(attn::KernelOp kernel) {
     for (Value v : ret.getValues())
       returned_.insert(v);
   for (Operation &op : entry) {
+    if (isa<attn::DefineOp, attn::SoftmaxOp, attn::OnlineSoftmaxOp>(op))
+      if (std::optional<std::string> at = sourcePosition(op.getLoc()))
+        out_.definitionLocs.emplace(definitionOf(&op), *at);
     if (auto req = dyn_cast<attn::RequireOp>(op)) {
       if (conditionReadsData(req.getCondition())) {
         lowerDataRequirement(req);
@@ -367,6 +370,20 @@ std::string Lowerer::indexName(BlockArgument ba) {
   if (names && ba.getArgNumber() < names.size())
     return cast<StringAttr>(names[ba.getArgNumber()]).getValue().str();
   return "v" + std::to_string(ba.getArgNumber());
+}
+
+// "file:line:col" of a source location (the first file position of a fused one).
+std::optional<std::string> Lowerer::sourcePosition(Location loc) {
+  if (auto f = dyn_cast<FileLineColLoc>(loc))
+    return f.getFilename().str() + ":" + std::to_string(f.getLine()) + ":" +
+           std::to_string(f.getColumn());
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location l : fused.getLocations())
+      if (std::optional<std::string> s = sourcePosition(l))
+        return s;
+  if (auto named = dyn_cast<NameLoc>(loc))
+    return sourcePosition(named.getChildLoc());
+  return std::nullopt;
 }
 
 std::string Lowerer::definitionOf(Operation *op) {

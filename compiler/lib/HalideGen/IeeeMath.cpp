@@ -23,11 +23,17 @@ H::Expr negated(const H::Expr &x) { return x * -1.0f; }
 H::Expr signBit(const H::Expr &x) { return H::reinterpret<int32_t>(x) < 0; }
 } // namespace
 
+H::Expr isNan(const H::Expr &x) {
+  return H::Internal::Call::make(H::Bool(x.type().lanes()), "is_nan_f32",
+                                 {H::cast(H::Float(32, x.type().lanes()), x)},
+                                 H::Internal::Call::PureExtern);
+}
+
 H::Expr ieeeExp(const H::Expr &x) {
   // Subnormal results: Halide builds 2^k in the exponent field, which cannot hold them, so they
   // are computed 2^24 larger and scaled down once (one rounding into the subnormal).
   H::Expr small = H::exp(x + kScaleLog) * (1.0f / kScale);
-  return H::select(H::is_nan(x), x,
+  return H::select(isNan(x), x,
                    H::select(x > kLogMaxFloat, H::Expr(kInf),
                              H::select(x < kLogMinSubnormal, H::Expr(0.0f),
                                        H::select(x < kLogMinNormal, small, H::exp(x)))));
@@ -38,7 +44,7 @@ H::Expr ieeeLog(const H::Expr &x) {
   H::Expr sub = x < kMinNormal;
   H::Expr l =
       H::log(H::select(sub, x * kScale, x)) - H::select(sub, H::Expr(kScaleLog), H::Expr(0.0f));
-  return H::select(H::is_nan(x) || x == kInf, x,
+  return H::select(isNan(x) || x == kInf, x,
                    H::select(x < 0.0f, H::Expr(kNaN), H::select(x == 0.0f, H::Expr(-kInf), l)));
 }
 
@@ -46,7 +52,7 @@ H::Expr ieeeErf(const H::Expr &x) {
   // erf rounds to +-1 in float from |x| = 3.92 on; Halide's approximation is NaN far out, and
   // gives +0 for -0.
   return H::select(
-      H::is_nan(x) || x == 0.0f, x,
+      isNan(x) || x == 0.0f, x,
       H::select(x >= 3.92f, H::Expr(1.0f),
                 H::select(x <= -3.92f, H::Expr(-1.0f), H::erf(H::clamp(x, -4.0f, 4.0f)))));
 }
@@ -73,7 +79,7 @@ H::Expr ieeePow(const H::Expr &x, const H::Expr &y) {
   H::Expr value = H::select(signBit(x) && yOdd && ay != kInf, negated(magnitude), magnitude);
   return H::select(
       y == 0.0f || x == 1.0f, H::Expr(1.0f),
-      H::select(H::is_nan(x) || H::is_nan(y), H::Expr(kNaN),
+      H::select(isNan(x) || isNan(y), H::Expr(kNaN),
                 H::select(x < 0.0f && ax != kInf && ay != kInf && !yInt, H::Expr(kNaN), value)));
 }
 
@@ -88,7 +94,7 @@ H::Expr vecTanh(const H::Expr &x) {
   H::Expr um1 = u - 1.0f;
   H::Expr e = H::select(u == 1.0f, y, H::select(u < 0.5f, um1, um1 * y / H::log(u)));
   H::Expr t = negated(e) / (e + 2.0f);
-  return H::select(H::is_nan(x), x, H::select(signBit(x), negated(t), t));
+  return H::select(isNan(x), x, H::select(signBit(x), negated(t), t));
 }
 
 namespace {

@@ -25,4 +25,11 @@ Halide::Expr vecTanh(const Halide::Expr &x);
 Halide::Expr vecSin(const Halide::Expr &x);
 Halide::Expr vecCos(const Halide::Expr &x);
 
+// Whether a float is NaN, as Halide::is_nan tests it but without the strict_float copy of `x` that
+// Halide::is_nan makes: that copy is a tree walk of a shared expression, so each nested use
+// doubled the expression (tanh of tanh four deep: 13.6 million nodes, 40 s to define a Func;
+// sigmoid six deep a minute). attnc makes every float operation strict itself
+// (applyFloatSemantics), so the test means the same.
+Halide::Expr isNan(const Halide::Expr &x);
+
 } // namespace attnc

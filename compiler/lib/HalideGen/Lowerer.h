@@ -183,6 +183,7 @@ private:
   static H::Expr nanExp(const H::Expr &x);
   // `m` (a max or min of x and y), or NaN when x or y is NaN (x + y is then NaN).
   static H::Expr nanPropagating(H::Expr x, H::Expr y, H::Expr m);
+  static bool nonNegative(Value v);
 
   // Block arguments of enclosing index regions that `root`'s region depends on, outermost first.
   // Only indices of regions that enclose `root` count: reads of other definitions are calls to
@@ -192,6 +193,7 @@ private:
   static std::string indexName(BlockArgument ba);
 
   static std::string definitionOf(Operation *op);
+  static std::optional<std::string> sourcePosition(Location loc);
 
   // A reduction nested in a larger expression becomes its own Func `<def>__<kind><n>` over the
   // enclosing indices it uses; the expression calls it.

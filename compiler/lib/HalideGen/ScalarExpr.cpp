@@ -25,14 +25,18 @@ H::Expr Lowerer::castTo(Type t, H::Expr e) {
 // for every float (-0 + -0 = -0) and which strict floats never fold, so the hardware divides
 // and gives IEEE's result.
 H::Expr Lowerer::fdiv(const H::Expr &a, const H::Expr &b) {
-  const std::optional<double> z = Halide::Internal::as_const_float(Halide::Internal::simplify(b));
+  // Simplified after common subexpression elimination: `b` is a DAG (every use of a value shares
+  // its Expr) that the simplifier would walk as a tree, exponentially long for nested builtins
+  // (sigmoid of sigmoid ... six deep took a minute).
+  const std::optional<double> z = Halide::Internal::as_const_float(
+      Halide::Internal::simplify(Halide::Internal::common_subexpression_elimination(b)));
   if (!z)
     return a / (b + H::Expr(-0.0f));
   if (*z != 0.0)
     return a / b;
   const float inf = std::numeric_limits<float>::infinity();
   const H::Expr negative = H::reinterpret<int32_t>(b) < 0;
-  return H::select(H::is_nan(a) || H::is_nan(b) || a == 0.0f,
+  return H::select(isNan(a) || isNan(b) || a == 0.0f,
                    H::Expr(std::numeric_limits<float>::quiet_NaN()),
                    H::select((a > 0.0f) != negative, H::Expr(inf), H::Expr(-inf)));
 }
@@ -40,11 +44,28 @@ H::Expr Lowerer::fdiv(const H::Expr &a, const H::Expr &b) {
 // exp(x), NaN for a NaN x: Halide's exp gives 0 there. A softmax's exps of score - max are
 // where a NaN or +inf score (inf - inf) turns its row into NaN, as in PyTorch: the row's sum
 // becomes NaN whether or not the max kept the NaN (a max of floats does not promise to).
-H::Expr Lowerer::nanExp(const H::Expr &x) { return H::select(H::is_nan(x), x, H::exp(x)); }
+H::Expr Lowerer::nanExp(const H::Expr &x) { return H::select(isNan(x), x, H::exp(x)); }
 
 // `m` (a max or min of x and y), or NaN when x or y is NaN (x + y is then NaN).
 H::Expr Lowerer::nanPropagating(H::Expr x, H::Expr y, H::Expr m) {
-  return H::select(H::is_nan(x) || H::is_nan(y), x + y, m);
+  return H::select(isNan(x) || isNan(y), x + y, m);
+}
+
+// Whether an integer is never negative by construction: a size, a constant >= 0, or sums,
+// products, floor quotients and min/max of such (`D`, `Hq / Hkv`, `M * P`).
+bool Lowerer::nonNegative(Value v) {
+  Operation *op = v.getDefiningOp();
+  if (!op)
+    return false;
+  if (isa<attn::DimOp>(op))
+    return true;
+  if (auto c = dyn_cast<arith::ConstantOp>(op))
+    if (auto i = dyn_cast<IntegerAttr>(c.getValue()))
+      return !i.getValue().isNegative();
+  if (isa<arith::AddIOp, arith::MulIOp, arith::FloorDivSIOp, arith::MaxSIOp, arith::MinSIOp,
+          arith::IndexCastOp>(op))
+    return llvm::all_of(op->getOperands(), [](Value x) { return nonNegative(x); });
+  return false;
 }
 
 // A read of an input or a definition. Halide's dimension order is the reverse of the DSL's.
@@ -267,7 +288,19 @@ H::Expr Lowerer::evalOp(Operation *op, Env &env) {
         unsupported(op, "constant kind");
       })
       .Case<arith::AddFOp, arith::AddIOp>([&](auto) { return a(0) + a(1); })
-      .Case<arith::SubFOp, arith::SubIOp>([&](auto) { return a(0) - a(1); })
+      .Case<arith::SubIOp>([&](arith::SubIOp s) -> H::Expr {
+        // MLIRGen spells the floored `x % c` as x - floordiv(x, c) * c. For a divisor that is
+        // never negative Halide's own (Euclidean) modulo is the same value, and Halide bounds it
+        // by [0, c - 1]; the spelt-out form it bounds by interval arithmetic, below 0 (a rotary
+        // embedding's `x(i, (d + D/2) % D)` and a paged cache's `kc(p, j % P, d)` were refused
+        // at run time as reads at -D/2 and -P that never happen).
+        if (auto m = s.getRhs().getDefiningOp<arith::MulIOp>())
+          if (auto q = m.getLhs().getDefiningOp<arith::FloorDivSIOp>())
+            if (q.getLhs() == s.getLhs() && q.getRhs() == m.getRhs() && nonNegative(q.getRhs()))
+              return a(0) % eval(q.getRhs(), env);
+        return a(0) - a(1);
+      })
+      .Case<arith::SubFOp>([&](auto) { return a(0) - a(1); })
       .Case<arith::MulFOp, arith::DivFOp, arith::NegFOp>([&](Operation *o) -> H::Expr {
         if (std::optional<ReadParts> p = structural(o->getResult(0), env))
           return H::select(p->inRange, p->value, 0.0f);
@@ -278,8 +311,13 @@ H::Expr Lowerer::evalOp(Operation *op, Env &env) {
       })
       .Case<arith::MulIOp>([&](auto) { return a(0) * a(1); })
       .Case<arith::FloorDivSIOp>([&](auto) {
-        // Halide's integer division is Euclidean; it equals floor division for positive divisors.
+        // Halide's integer division is Euclidean; it equals floor division for positive divisors,
+        // and both give 0 for a zero divisor. A divisor never negative by construction (a size)
+        // is divided directly, so that Halide bounds the quotient tightly (`j / P` of a paged KV
+        // cache); the select's two branches it bounds by their union.
         H::Expr x = a(0), y = a(1);
+        if (nonNegative(op->getOperand(1)))
+          return x / y;
         return H::select(y > 0, x / y, (0 - x) / (0 - y));
       })
       // maximumf/minimumf propagate NaN (as torch.maximum does); Halide's max/min of floats

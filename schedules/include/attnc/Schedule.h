@@ -1,6 +1,7 @@
 // Schedule rules: per-pattern, per-target schedules applied to a lowered (unscheduled) pipeline.
 #pragma once
 
+#include "attnc/Cost.h"
 #include "attnc/HalideGen.h"
 #include "attnc/Patterns.h"
 #include "attnc/Target.h"
@@ -91,6 +92,14 @@ struct Selection {
   const ScheduleRule *rule = nullptr;
   Match match;
   Target target;
+  // Set when "auto" weighed the plans by their work (selectSchedule with sizes): the chosen
+  // plan's cost, the rules declined before it as "name (ratio x)", the plan with default knobs
+  // lowered once (an artefact may compile from it), and a warning when no rule's plan stayed
+  // within kMaxPlanWorkRatio of the algorithm's work.
+  std::optional<PlanCost> cost;
+  std::vector<std::string> declined;
+  std::optional<LoweredPlan> lowered;
+  std::string warning;
 
   // The rule's name, or "none".
   std::string name() const;
@@ -110,8 +119,12 @@ struct Selection {
 
 // Resolves `choice`: "auto" (the first rule in scheduleRules() that matches), "none", or a
 // rule's name. Throws std::runtime_error for an unknown or inapplicable rule.
-Selection selectSchedule(const LoweredKernel &k, const Halide::Target &t,
-                         const std::string &choice);
+// With `sizes` (for "auto"), each matching rule's plan is lowered and its work counted at those
+// sizes (costSizes fills in the rest) against the algorithm's: a rule whose plan does more than
+// kMaxPlanWorkRatio times the algorithm's work declines and the next rule is weighed; when every
+// rule would, the least costly plan is taken with a warning naming the definition recomputed.
+Selection selectSchedule(const LoweredKernel &k, const Halide::Target &t, const std::string &choice,
+                         const std::map<std::string, int64_t> *sizes = nullptr);
 
 // selectSchedule(k, t, choice).apply(k, params): the kernel searched once, then scheduled.
 std::string applySchedule(LoweredKernel &k, const Halide::Target &t, const std::string &choice,
