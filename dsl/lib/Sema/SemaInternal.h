@@ -126,7 +126,7 @@ private:
   void checkIndexName(const IndexDecl &idx);
   const ScopeEntry *lookup(const std::string &name);
   bool isStatic(const Expr &e, const std::string &subject, const std::string &why,
-                std::vector<std::string> &inner);
+                std::vector<std::string> &inner, bool report = true);
 
   // ConstFold.cpp: kernel constants (with -D overrides) and 32-bit integer values.
   void declareConsts();
@@ -134,13 +134,14 @@ private:
   void foldInt(Expr &e);
 
   // Requirements.cpp: `require` conditions.
-  bool readsOnlyInputs(const Expr &e);
+  bool readsOnlyInputs(const Expr &e, bool report);
+  bool requirementIsChecked(const Kernel::Requirement &r, bool report);
   void checkRequirement(Kernel::Requirement &r);
 
   // Ranges.cpp: the ranges of indices, explicit or inferred from their uses.
   std::map<const IndexDecl *, std::vector<RangeUse>> uses_;
   std::set<const IndexDecl *> badRange_; // indices whose explicit range was rejected
-  bool rangeIsStatic(const Expr &e, const IndexDecl &idx, std::vector<std::string> &inner);
+  bool rangeIsStatic(const IndexDecl &idx, bool report);
   void resolveRange(IndexDecl &idx);
   void settleRange(IndexDecl &idx);
   void settleLeftHandRanges(Definition &def, TensorDecl *target);
