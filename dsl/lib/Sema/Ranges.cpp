@@ -6,7 +6,7 @@ namespace attnc::dsl::sema {
 
 // A range is fixed for the whole call: its bounds may use sizes, constants, numbers, functions
 // of those and lets inside the bound, but no index, outer let or tensor. Returns false after
-// reporting (where `report`) the first offending name.
+// reporting (where `report`) the first offending name; the expansion stage asks without.
 bool KernelSema::rangeIsStatic(const IndexDecl &idx, bool report) {
   for (const Expr *e : {idx.range->lo.get(), idx.range->hi.get()}) {
     std::vector<std::string> inner;

@@ -56,7 +56,8 @@ bool KernelSema::readsOnlyInputs(const Expr &e, bool report) {
 }
 
 // Whether a requirement's condition is checked: one on data may read only inputs, any other only
-// sizes, constants and numbers. Reports why not where `report` is set.
+// sizes, constants and numbers. Reports why not where `report` is set; the expansion stage asks
+// without, before anything is checked.
 bool KernelSema::requirementIsChecked(const Kernel::Requirement &r, bool report) {
   if (readsData(*r.cond))
     return readsOnlyInputs(*r.cond, report);

@@ -184,9 +184,12 @@ const ScopeEntry *KernelSema::lookup(const std::string &name) {
 }
 
 // Whether `e` may stand where only sizes, constants and numbers may (a range, a requirement):
-// reports (where `report`) the first name it must not use.
+// reports (where `report`) the first name it must not use. A copy of an argument, which only the
+// expansion stage sees, may be static: the stage must prepare whatever the checker may check.
 bool KernelSema::isStatic(const Expr &e, const std::string &subject, const std::string &why,
                           std::vector<std::string> &inner, bool report) {
+  if (e.copyOf)
+    return true;
   auto bad = [&](const std::string &what) {
     if (report)
       diags_.error(e.loc, subject + " cannot use " + what + ": " + why +
