@@ -76,6 +76,8 @@ ExprPtr cloneExpr(const Expr &x, CloneMap &m) {
   if (auto it = m.lets.find(x.let); x.let && it != m.lets.end())
     e->let = it->second;
   e->boundary = x.boundary;
+  e->expansion = x.expansion;
+  e->copyOf = x.copyOf;
   for (const auto &a : x.args)
     e->args.push_back(cloneExpr(*a, m));
   e->reduceKind = x.reduceKind;

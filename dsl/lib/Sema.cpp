@@ -1,7 +1,7 @@
 // Semantic analysis of .attn kernels: every rule here has a diagnostic with a source location.
-// analyze() runs the stages in order (functions, then each kernel: names, constants,
-// requirements, then each definition: checking with function expansion, ranges, subscripts);
-// each stage is a file in Sema/.
+// analyze() runs the stages in order (functions, then each kernel: names, constants, function
+// expansion, requirements, then each definition: checking, ranges, subscripts); each stage is a
+// file in Sema/.
 #include "Sema/SemaInternal.h"
 
 #include "attnc/dsl/Names.h"
@@ -24,6 +24,7 @@ void KernelSema::run() {
   declareConsts();
   for (auto &def : k_.defs)
     definitionNames_.insert(def->name);
+  prepareExpansions();
   for (auto &r : k_.requirements)
     checkRequirement(r);
   if (k_.defs.size() > kMaxDefinitions)

@@ -1,14 +1,9 @@
 // Sema's expression checking: the type of every expression and what each name in it refers to.
 #include "SemaInternal.h"
 
+#include <cassert>
+
 namespace attnc::dsl::sema {
-
-namespace {
-
-// Deeper expressions (only expansions make them) would run the later recursive walks out of stack.
-constexpr int kMaxCheckDepth = 4000;
-
-} // namespace
 
 void KernelSema::checkSoftmax(Expr &e, Definition &def) {
   std::set<std::string> seen;
@@ -196,9 +191,12 @@ void KernelSema::checkRead(Expr &e) {
   auto it = tensors_.find(e.name);
   TensorDecl *t = it == tensors_.end() ? nullptr : it->second;
   // A call of a function; a local of the same name was already rejected, so the call wins.
+  // The expansion stage decided the same (calledFunction) and prepared the call.
   if ((!t && !definitionNames_.count(e.name)) || (t && t->role == TensorRole::Local)) {
-    if (auto fn = functions_.find(e.name); fn != functions_.end())
-      return checkFunctionCall(e, fn->second);
+    if (functions_.count(e.name)) {
+      assert(e.expansion && "a call the expansion stage did not prepare");
+      return checkFunctionCall(e, *e.expansion);
+    }
   }
   for (auto &a : e.args)
     check(*a);
@@ -323,42 +321,83 @@ void KernelSema::checkBinary(Expr &e) {
   e.type = promote(a, b);
 }
 
-// A call of a function is expanded where it stands, and the expansion checked as if the caller had
-// written it, with a note at the call on every error in it. Arguments copied into the body are
-// checked once before, so an error in one is reported once, at the argument, and not at every copy.
-void KernelSema::checkFunctionCall(Expr &e, const FunctionInfo &fi) {
+// What the expansion stage deferred for a step, reported now; whether it holds an error.
+bool KernelSema::reportDeferred(const Deferred &d) {
+  bool error = false;
+  for (const Diagnostic &x : d) {
+    switch (x.severity) {
+    case Severity::Error:
+      diags_.error(x.loc, x.message);
+      error = true;
+      break;
+    case Severity::Warning:
+      diags_.warning(x.loc, x.message);
+      break;
+    case Severity::Note:
+      diags_.note(x.loc, x.message);
+      break;
+    }
+  }
+  return error;
+}
+
+// A call of a function is replaced by the expansion prepared for it (ExpandCalls.cpp), which is
+// checked as if the caller had written it, with a note at the call on every error in it. Arguments
+// copied into the body are checked once before, so an error in one is reported once, at the
+// argument, and not at every copy; and as the expansion's steps come between these checks, each
+// step's diagnostics are reported here, at its turn. The size limit is applied here too, on the
+// checked arguments; the stage's own count is never higher until a call it expanded is given up.
+void KernelSema::checkFunctionCall(Expr &e, PendingExpansion &x) {
+  const FunctionInfo &fi = *x.fn;
   auto giveUp = [&] { e.type = ScalarType::Unknown; };
-  if (!expansionArityOk(e, fi))
+  if (reportDeferred(x.arity))
     return giveUp(); // its arguments would only report follow-on errors
   if (!fi.ok) {      // its own errors were reported where it is defined
     for (auto &a : e.args)
       check(*a);
     return giveUp();
   }
-  if (!expansionDepthOk(e))
+  if (reportDeferred(x.depth))
     return giveUp();
   int errorsBefore = diags_.numErrors();
   for (size_t i = 0; i < e.args.size(); ++i) {
     Expr &a = *e.args[i];
     if (fi.params[i] == FunctionInfo::Param::Tensor) {
-      for (auto &x : a.args)
-        check(*x);
+      for (auto &p : a.args)
+        check(*p);
     } else if (fi.params[i] == FunctionInfo::Param::Scalar && isCheapArgument(a)) {
       check(a);
     }
   }
-  if (diags_.numErrors() != errorsBefore || !expansionFits(e, fi))
+  if (diags_.numErrors() != errorsBefore)
     return giveUp();
-  Expansion x;
+  Deferred fits;
+  if (!expansionFits(e, fi, /*prepared=*/false, fits)) {
+    reportDeferred(fits);
+    return giveUp();
+  }
+  if (reportDeferred(x.fits))
+    return giveUp();
   bool ok = true;
   for (size_t i = 0; i < e.args.size(); ++i) {
-    if (fi.params[i] == FunctionInfo::Param::Unused)
+    if (fi.params[i] == FunctionInfo::Param::Unused) {
       check(*e.args[i]);
-    else
-      ok &= bindArgument(e, fi, i, x);
+      continue;
+    }
+    ok &= !reportDeferred(x.binding[i]);
+    if (!x.argumentNames[i].empty())
+      nameBinder(x.argumentNames[i], fi.def->params[i]);
   }
+  if (!ok)
+    return giveUp();
+  for (const auto &[provisional, base] : x.binderNames)
+    nameBinder(provisional, base);
+  reportDeferred(x.substitution);
+  if (reportDeferred(x.tooLarge))
+    return giveUp();
+  assert(x.body && "an expansion stopped without an error");
   Loc callLoc = e.loc;
-  if (!ok || !expand(e, fi, x))
+  if (!placeExpansion(e, x))
     return giveUp();
   enterExpansion(callLoc, fi);
   check(e);

@@ -6,22 +6,23 @@ namespace attnc::dsl::sema {
 
 // A range is fixed for the whole call: its bounds may use sizes, constants, numbers, functions
 // of those and lets inside the bound, but no index, outer let or tensor. Returns false after
-// reporting the first offending name.
-bool KernelSema::rangeIsStatic(const Expr &e, const IndexDecl &idx,
-                               std::vector<std::string> &inner) {
-  return isStatic(e, "the range of '" + shown(idx.name) + "'",
-                  "a range is fixed for the whole call, so its bounds", inner);
+// reporting (where `report`) the first offending name; the expansion stage asks without.
+bool KernelSema::rangeIsStatic(const IndexDecl &idx, bool report) {
+  for (const Expr *e : {idx.range->lo.get(), idx.range->hi.get()}) {
+    std::vector<std::string> inner;
+    if (!isStatic(*e, "the range of '" + shown(idx.name) + "'",
+                  "a range is fixed for the whole call, so its bounds", inner, report))
+      return false;
+  }
+  return true;
 }
 
 // Checks an explicit range `i in lo..hi`: static, integer, and at most a 32-bit extent.
 void KernelSema::resolveRange(IndexDecl &idx) {
-  for (Expr *e : {idx.range->lo.get(), idx.range->hi.get()}) {
-    std::vector<std::string> inner;
-    if (!rangeIsStatic(*e, idx, inner)) {
-      idx.range.reset();
-      badRange_.insert(&idx);
-      return;
-    }
+  if (!rangeIsStatic(idx, /*report=*/true)) {
+    idx.range.reset();
+    badRange_.insert(&idx);
+    return;
   }
   for (Expr *e : {idx.range->lo.get(), idx.range->hi.get()}) {
     // Range ends see sizes and constants, not indices: the range of an index is fixed per kernel call.

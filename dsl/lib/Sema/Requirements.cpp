@@ -29,41 +29,48 @@ bool readsData(const Expr &e) {
 } // namespace
 
 // A requirement on data may read inputs only: it runs before any definition exists.
-bool KernelSema::readsOnlyInputs(const Expr &e) {
+bool KernelSema::readsOnlyInputs(const Expr &e, bool report) {
   bool ok = true;
   if (e.kind == ExprKind::Read) {
     auto it = tensors_.find(e.name);
     if (it == tensors_.end() || it->second->role != TensorRole::Input) {
       if (it != tensors_.end() || definitionNames_.count(e.name)) {
-        diags_.error(e.loc,
-                     "a requirement can read only inputs, not '" + e.name +
+        if (report)
+          diags_.error(
+              e.loc, "a requirement can read only inputs, not '" + e.name +
                          "': it is checked when the kernel is called, before anything is computed");
         ok = false;
       }
     } else if (!e.boundary.empty() && e.boundary != "none") {
-      diags_.error(e.loc, "a requirement reads inputs in range; '." + e.boundary +
-                              "' has no meaning here");
+      if (report)
+        diags_.error(e.loc, "a requirement reads inputs in range; '." + e.boundary +
+                                "' has no meaning here");
       ok = false;
     }
   }
   for (const auto &a : e.args)
-    ok &= readsOnlyInputs(*a);
+    ok &= readsOnlyInputs(*a, report);
   if (e.body)
-    ok &= readsOnlyInputs(*e.body);
+    ok &= readsOnlyInputs(*e.body, report);
   return ok;
+}
+
+// Whether a requirement's condition is checked: one on data may read only inputs, any other only
+// sizes, constants and numbers. Reports why not where `report` is set; the expansion stage asks
+// without, before anything is checked.
+bool KernelSema::requirementIsChecked(const Kernel::Requirement &r, bool report) {
+  if (readsData(*r.cond))
+    return readsOnlyInputs(*r.cond, report);
+  std::vector<std::string> inner;
+  return isStatic(*r.cond, "a requirement", "it is checked once per call, so it", inner, report);
 }
 
 // A requirement on sizes and constants is checked here where it can be, and otherwise when the
 // kernel is called, as is one on the inputs' values.
 void KernelSema::checkRequirement(Kernel::Requirement &r) {
-  std::vector<std::string> inner;
-  if (readsData(*r.cond)) {
-    if (!readsOnlyInputs(*r.cond))
-      return;
-    r.isData = true;
-  } else if (!isStatic(*r.cond, "a requirement", "it is checked once per call, so it", inner)) {
+  if (!requirementIsChecked(r, /*report=*/true))
     return;
-  }
+  r.isData = readsData(*r.cond);
   check(*r.cond);
   if (r.cond->type != ScalarType::Bool) {
     if (r.cond->type != ScalarType::Unknown)

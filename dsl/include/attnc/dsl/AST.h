@@ -24,6 +24,10 @@ const char *scalarTypeName(ScalarType t);
 struct Expr;
 using ExprPtr = std::unique_ptr<Expr>;
 
+namespace sema {
+struct PendingExpansion;
+}
+
 // After Sema, calls of `def` functions are expanded away: a checked kernel contains only these
 // kinds, Call naming a builtin, and Let for the arguments and bindings of expanded functions.
 enum class ExprKind { Number, Ident, Read, Call, Unary, Binary, Reduce, Softmax, Let };
@@ -87,9 +91,16 @@ struct Expr {
   ExprPtr body;  // Reduce / Softmax / Let
   // Let: `let name = args[0] in body`; the value is computed once per evaluation of the Let.
 
+  // Sema's, while it analyses the kernel (and meaningless after it): a call of a `def` function
+  // carries the expansion that Sema's expansion stage prepared for it, which the checker puts in
+  // its place; in such an expansion, a copy of an argument points to the argument, copied again
+  // once it is checked. Neither is left in a kernel that Sema accepts.
+  sema::PendingExpansion *expansion = nullptr;
+  const Expr *copyOf = nullptr;
+
   Expr(ExprKind k, Loc l) : kind(k), loc(l) {}
   // A deep copy. Identifiers that Sema resolved to an index or a `let` inside the copied tree
-  // point into the copy.
+  // point into the copy; `expansion` and `copyOf` are shared with the original.
   ExprPtr clone() const;
 };
 
