@@ -27,6 +27,12 @@ void KernelSema::run() {
   prepareExpansions();
   for (auto &r : k_.requirements)
     checkRequirement(r);
+  // Reads of constant lists in requirements stay in the lists too (which may add requirements).
+  for (size_t i = 0, n = k_.requirements.size(); i < n; ++i) {
+    const Expr &cond = *k_.requirements[i].cond;
+    if (cond.type == ScalarType::Bool)
+      checkSubscripts(cond, /*listsOnly=*/true);
+  }
   if (k_.defs.size() > kMaxDefinitions)
     diags_.error(k_.defs[kMaxDefinitions]->loc,
                  "kernel '" + k_.name + "' has more than " + std::to_string(kMaxDefinitions) +
@@ -41,6 +47,7 @@ void KernelSema::run() {
 void KernelSema::analyzeDefinition(Definition &def) {
   current_ = &def;
   uses_.clear();
+  listUses_.clear();
   TensorDecl *target = nullptr;
   checkNewName(def.name, def.loc,
                "definition"); // registered even when rejected: no follow-on errors

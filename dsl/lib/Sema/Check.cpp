@@ -155,6 +155,13 @@ void KernelSema::checkIdent(Expr &e) {
     e.type = ScalarType::Int;
     return;
   }
+  if (auto it = consts_.find(e.name); it != consts_.end() && it->second->isList) {
+    diags_.error(e.loc, "'" + e.name +
+                            "' is a constant list, not a number; read an element, as in '" +
+                            e.name + "(i)', or use its length, 'len(" + e.name + ")'");
+    e.type = ScalarType::Unknown;
+    return;
+  }
   if (auto it = consts_.find(e.name); it != consts_.end()) {
     e.identKind = IdentKind::Const;
     e.constValue = it->second->folded;
@@ -170,7 +177,86 @@ void KernelSema::checkIdent(Expr &e) {
   e.type = ScalarType::Unknown;
 }
 
+// `r(e)` of a constant list `r`: element e, which must be an integer. A constant subscript is
+// checked here; others once the ranges of their indices are settled (Subscripts.cpp). A bare index
+// used as the subscript may take its range from the list (Ranges.cpp).
+void KernelSema::checkListRead(Expr &e, const ConstDecl &c) {
+  for (auto &a : e.args)
+    check(*a);
+  e.type = ScalarType::Unknown;
+  if (!e.boundary.empty()) {
+    diags_.error(e.loc, "boundary mode '." + e.boundary + "' applies to tensor reads, but '" +
+                            e.name + "' is a constant list (a subscript outside it is an error)");
+    return;
+  }
+  if (e.args.size() != 1) {
+    diags_.error(e.loc, "constant list '" + e.name + "' is read with one subscript, as in '" +
+                            e.name + "(i)', but is given " + std::to_string(e.args.size()));
+    return;
+  }
+  Expr &a = *e.args[0];
+  if (a.type != ScalarType::Int) {
+    if (a.type != ScalarType::Unknown)
+      diags_.error(a.loc, "type mismatch: the subscript of list '" + e.name +
+                              "' must be an integer, found " + scalarTypeName(a.type));
+    return;
+  }
+  e.kind = ExprKind::ListRead;
+  e.listValues = c.list;
+  e.type = c.isInt ? ScalarType::Int : ScalarType::Float;
+  int64_t n = (int64_t)c.list.size();
+  if (a.hasIntValue && (a.intValue < 0 || a.intValue >= n)) {
+    diags_.error(a.loc, "index " + std::to_string(a.intValue) + " is outside constant list '" +
+                            e.name + "' of " + std::to_string(n) + " elements (indices 0.." +
+                            std::to_string(n - 1) + ")" + constNote(a));
+    return;
+  }
+  if (a.kind == ExprKind::Ident && a.identKind == IdentKind::Index) {
+    listExtents_.push_back(std::make_unique<Expr>(ExprKind::Number, a.loc));
+    Expr &len = *listExtents_.back();
+    len.number = (double)n;
+    len.isIntLiteral = true;
+    len.type = ScalarType::Int;
+    listUses_[a.index].push_back(
+        {std::to_string(n), &len,
+         "constant list '" + e.name + "' (" + std::to_string(n) + " elements)", a.loc});
+  }
+}
+
+// `len(r)`: the number of elements of constant list `r`, folded to an integer literal.
+void KernelSema::checkLen(Expr &e) {
+  const Expr *a = e.args.size() == 1 ? e.args[0].get() : nullptr;
+  auto it = a && a->kind == ExprKind::Ident ? consts_.find(a->name) : consts_.end();
+  if (it == consts_.end() || !it->second->isList) {
+    std::string what;
+    if (a && a->kind == ExprKind::Ident) {
+      if (it != consts_.end())
+        what = ": '" + a->name + "' is a constant, not a list";
+      else if (tensors_.count(a->name) || definitionNames_.count(a->name))
+        what = ": '" + a->name + "' is a tensor (its sizes are named in its declaration)";
+      else if (sizeLocs_.count(a->name))
+        what = ": '" + a->name + "' is a size";
+      else if (!lookup(a->name))
+        what = ": unknown identifier '" + a->name + "'";
+    }
+    diags_.error(a ? a->loc : e.loc,
+                 "'len' takes the name of a constant list, as in 'len(r)' for 'const r = [1, 2]'" +
+                     what);
+    e.type = ScalarType::Unknown;
+    return;
+  }
+  e.kind = ExprKind::Number;
+  e.number = (double)it->second->list.size();
+  e.isIntLiteral = true;
+  e.type = ScalarType::Int;
+  e.name.clear();
+  e.args.clear();
+}
+
 void KernelSema::checkRead(Expr &e) {
+  if (auto it = consts_.find(e.name);
+      it != consts_.end() && it->second->isList && !tensors_.count(e.name))
+    return checkListRead(e, *it->second);
   if (!e.boundary.empty()) {
     if (findBuiltin(e.name) || (functions_.count(e.name) && !tensors_.count(e.name))) {
       diags_.error(e.loc, "boundary mode '." + e.boundary + "' applies to tensor reads, but '" +
@@ -248,6 +334,8 @@ void KernelSema::checkRead(Expr &e) {
 }
 
 void KernelSema::checkCall(Expr &e) {
+  if (e.name == "len")
+    return checkLen(e);
   const Builtin *b = findBuiltin(e.name);
   for (auto &a : e.args)
     check(*a);

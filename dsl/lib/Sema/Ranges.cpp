@@ -1,5 +1,5 @@
 // Sema's range inference: the range of every index, from its declaration, the output it defines
-// or its uses as a bare tensor subscript, and the conflicts between them.
+// or its uses as a bare tensor (or constant list) subscript, and the conflicts between them.
 #include "SemaInternal.h"
 
 namespace attnc::dsl::sema {
@@ -58,6 +58,15 @@ void KernelSema::settleRange(IndexDecl &idx) {
   auto &uses = uses_[&idx];
   if (badRange_.count(&idx))
     return; // already reported
+  // A constant list's length gives a range only where no tensor does: an index over a tensor's
+  // dimension may subscript a list too (msda's groups `g` and their dilations), and its reads of
+  // the list are then checked against the list's length (Subscripts.cpp), not compared by spelling.
+  if (!idx.range && uses.empty() && !listUses_[&idx].empty()) {
+    const RangeUse &u = listUses_[&idx][0];
+    idx.range = Range{zero(idx.loc), u.extentExpr->clone()};
+    idx.rangeOrigin = u.origin;
+    idx.rangeOriginLoc = u.loc;
+  }
   if (!idx.range) {
     if (uses.empty()) {
       diags_.error(idx.loc, "cannot infer the range of index '" + shown(idx.name) +

@@ -5,16 +5,6 @@ namespace attnc::dsl::sema {
 
 namespace {
 
-// Whether `e` uses a size: a requirement that does is checked when the kernel is called.
-bool usesSize(const Expr &e) {
-  if (e.kind == ExprKind::Ident && e.identKind == IdentKind::Size)
-    return true;
-  for (const auto &a : e.args)
-    if (usesSize(*a))
-      return true;
-  return e.body && usesSize(*e.body);
-}
-
 // Whether `e` reads a tensor or reduces: a requirement on the inputs' values (level tables,
 // index tables), checked when the kernel is called, before anything else is computed.
 bool readsData(const Expr &e) {
@@ -24,6 +14,30 @@ bool readsData(const Expr &e) {
     if (readsData(*a))
       return true;
   return e.body && readsData(*e.body);
+}
+
+// Whether a checked condition reads a tensor or uses a size anywhere, the ranges of its reductions
+// included: one that does not (a reduction over constant lists) is decided at compile time.
+bool dependsOnCall(const Expr &e) {
+  if (e.kind == ExprKind::Read || (e.kind == ExprKind::Ident && e.identKind == IdentKind::Size))
+    return true;
+  for (const IndexDecl &idx : e.reduceIndices)
+    if (idx.range && (dependsOnCall(*idx.range->lo) || dependsOnCall(*idx.range->hi)))
+      return true;
+  for (const auto &a : e.args)
+    if (dependsOnCall(*a))
+      return true;
+  return (e.body && dependsOnCall(*e.body)) || (e.where && dependsOnCall(*e.where));
+}
+
+// Whether a checked condition reads a tensor or reduces (reads of constant lists do neither).
+bool readsDataChecked(const Expr &e) {
+  if (e.kind == ExprKind::Read || e.kind == ExprKind::Reduce)
+    return true;
+  for (const auto &a : e.args)
+    if (readsDataChecked(*a))
+      return true;
+  return e.body && readsDataChecked(*e.body);
 }
 
 } // namespace
@@ -78,7 +92,11 @@ void KernelSema::checkRequirement(Kernel::Requirement &r) {
                                     scalarTypeName(r.cond->type));
     return;
   }
-  if (r.isData || usesSize(*r.cond))
+  // Reads of constant lists looked like reads of data before the check: a condition that only
+  // they made one is a condition on sizes and constants, or, without sizes, decided here.
+  if (r.isData && (!readsDataChecked(*r.cond) || !dependsOnCall(*r.cond)))
+    r.isData = false;
+  if (r.isData || dependsOnCall(*r.cond))
     return; // checked when the kernel is called
   r.isStatic = true;
   std::optional<double> v = evalStatic(*r.cond);

@@ -30,6 +30,8 @@ const Builtin kBuiltins[] = {
     {"elu", 1},
     {"softplus", 1},
     {"relu", 1},
+    // The length of a constant list, an integer constant (Check.cpp folds it).
+    {"len", 1},
 };
 } // namespace
 

@@ -51,6 +51,8 @@ FunctionTable analyzeFunctions(Module &m, DiagEngine &diags);
 // A number as the language writes it, with an optional sign: digits, an optional fraction and an
 // optional exponent (no hex, no blanks, no inf or nan).
 bool isLanguageNumber(const std::string &s);
+// Whether a -D value is written as a list (`1,2,3` or `[1,2,3]`).
+bool isListValue(const std::string &v);
 // The value of a checked condition over constants; nullopt for anything else.
 std::optional<double> evalStatic(const Expr &e);
 
@@ -172,6 +174,7 @@ private:
 
   // ConstFold.cpp: kernel constants (with -D overrides) and 32-bit integer values.
   void declareConsts();
+  void declareList(ConstDecl &c);
   std::string constNote(const Expr &a, const Expr *b = nullptr);
   void foldInt(Expr &e);
 
@@ -182,6 +185,9 @@ private:
 
   // Ranges.cpp: the ranges of indices, explicit or inferred from their uses.
   std::map<const IndexDecl *, std::vector<RangeUse>> uses_;
+  // Uses as the subscript of a constant list: a range only where no tensor gives one.
+  std::map<const IndexDecl *, std::vector<RangeUse>> listUses_;
+  std::vector<ExprPtr> listExtents_;     // the lengths listUses_ point to
   std::set<const IndexDecl *> badRange_; // indices whose explicit range was rejected
   bool rangeIsStatic(const IndexDecl &idx, bool report);
   void resolveRange(IndexDecl &idx);
@@ -190,7 +196,7 @@ private:
 
   // Subscripts.cpp: what subscripts reach, and requirements where that can overflow 32 bits.
   std::set<std::string> overflowChecks_; // conditions of the generated 32-bit requirements
-  void checkSubscripts(const Expr &rhs);
+  void checkSubscripts(const Expr &rhs, bool listsOnly = false);
 
   // Check.cpp: the types of expressions and what their names refer to.
   const Definition *current_ = nullptr;
@@ -204,6 +210,8 @@ private:
   void checkNode(Expr &e);
   void checkIdent(Expr &e);
   void checkRead(Expr &e);
+  void checkListRead(Expr &e, const ConstDecl &c);
+  void checkLen(Expr &e);
   void checkCall(Expr &e);
   void checkBinary(Expr &e);
   void checkFunctionCall(Expr &e, PendingExpansion &x);
