@@ -633,7 +633,8 @@ private:
     if (i < 0 || i >= (int64_t)v.size())
       fail("out-of-range read in definition '" + defName_ + "'" + where(n.src->loc) + ": index " +
            std::to_string(i) + " is outside constant list '" + n.src->name + "' of " +
-           std::to_string(v.size()) + " elements (in '" + exprToString(*n.src) + "')");
+           std::to_string(v.size()) + (v.size() == 1 ? " element" : " elements") + " (in '" +
+           exprToString(*n.src) + "')");
     return v[(size_t)i];
   }
 

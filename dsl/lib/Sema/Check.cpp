@@ -207,7 +207,8 @@ void KernelSema::checkListRead(Expr &e, const ConstDecl &c) {
   int64_t n = (int64_t)c.list.size();
   if (a.hasIntValue && (a.intValue < 0 || a.intValue >= n)) {
     diags_.error(a.loc, "index " + std::to_string(a.intValue) + " is outside constant list '" +
-                            e.name + "' of " + std::to_string(n) + " elements (indices 0.." +
+                            e.name + "' of " + std::to_string(n) +
+                            (n == 1 ? " element" : " elements") + " (indices 0.." +
                             std::to_string(n - 1) + ")" + constNote(a));
     return;
   }
@@ -217,9 +218,10 @@ void KernelSema::checkListRead(Expr &e, const ConstDecl &c) {
     len.number = (double)n;
     len.isIntLiteral = true;
     len.type = ScalarType::Int;
-    listUses_[a.index].push_back(
-        {std::to_string(n), &len,
-         "constant list '" + e.name + "' (" + std::to_string(n) + " elements)", a.loc});
+    listUses_[a.index].push_back({std::to_string(n), &len,
+                                  "constant list '" + e.name + "' (" + std::to_string(n) +
+                                      (n == 1 ? " element)" : " elements)"),
+                                  a.loc});
   }
 }
 

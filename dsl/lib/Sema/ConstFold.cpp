@@ -75,7 +75,7 @@ double foldNode(const Expr &e, const Consts &consts, bool *isInt, std::string *e
     }
     if (i < 0 || i >= (double)list.list.size()) {
       *err = "index " + std::to_string((long long)i) + " is outside list '" + e.name + "' of " +
-             std::to_string(list.list.size()) + " elements";
+             std::to_string(list.list.size()) + (list.list.size() == 1 ? " element" : " elements");
       return 0;
     }
     *isInt = list.isInt;
@@ -380,7 +380,6 @@ bool isListValue(const std::string &v) {
 // A constant list: each element folded as a scalar constant's initialiser, the kind int where
 // every element is. A -D override replaces the whole list, its length too.
 void KernelSema::declareList(ConstDecl &c) {
-  consts_[c.name] = &c; // declared even when rejected: no follow-on errors
   c.isInt = true;
   c.list.clear();
   bool ok = true;
@@ -471,6 +470,7 @@ void KernelSema::declareList(ConstDecl &c) {
       c.overridden = true;
     }
   }
+  consts_[c.name] = &c; // declared even when rejected: no follow-on errors
 }
 
 // " (r = 536870912 from -D, w = 3)": the integer constants `a` (and `b`) use, for messages.

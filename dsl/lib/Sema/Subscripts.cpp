@@ -314,7 +314,7 @@ private:
     int64_t n = (int64_t)read.listValues.size();
     auto what = [&] {
       return "the subscript of constant list '" + read.name + "' (" + std::to_string(n) +
-             " elements), " + exprToString(sub);
+             (n == 1 ? " element), " : " elements), ") + exprToString(sub);
     };
     Bounds b = bounds(sub);
     Bound neg = scaled(b.lo, -1);
