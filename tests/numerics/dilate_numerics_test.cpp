@@ -82,8 +82,8 @@ const attnc::dsl::Kernel *interpreterKernel(const std::string &kernel, const Con
   attnc_test::Defines defines;
   if (!c.defaults)
     defines = {{"hd", std::to_string(c.hd)},
-               {"dilation", std::to_string(c.r0) + "," + std::to_string(c.r1) + "," +
-                                std::to_string(c.r2)}};
+               {"dilation",
+                std::to_string(c.r0) + "," + std::to_string(c.r1) + "," + std::to_string(c.r2)}};
   if (c.natten)
     defines.push_back({"natten", "1"});
   const std::string file = kernel == "msda_nobias" ? "msda.attn" : kernel + ".attn";
