@@ -76,6 +76,9 @@ ExprPtr cloneExpr(const Expr &x, CloneMap &m) {
   if (auto it = m.lets.find(x.let); x.let && it != m.lets.end())
     e->let = it->second;
   e->boundary = x.boundary;
+  e->listValues = x.listValues;
+  e->expansion = x.expansion;
+  e->copyOf = x.copyOf;
   for (const auto &a : x.args)
     e->args.push_back(cloneExpr(*a, m));
   e->reduceKind = x.reduceKind;
@@ -148,6 +151,7 @@ static void printExpr(std::ostream &os, const Expr &e) {
     break;
   case ExprKind::Read:
   case ExprKind::Call:
+  case ExprKind::ListRead:
     os << e.name << (e.boundary.empty() ? "" : "." + e.boundary) << "(";
     for (size_t i = 0; i < e.args.size(); ++i) {
       if (i)
@@ -230,9 +234,18 @@ void printModule(std::ostream &os, const Module &m) {
       printTensor(os, "output", *t);
     for (const auto &s : k->sizes)
       os << "  size " << s.name << " = " << s.tensor->name << ".dim[" << s.dim << "]\n";
-    for (const auto &c : k->consts)
-      os << "  const " << c.name << " = " << numberToString(c.folded, c.isInt)
-         << (c.overridden ? " (from -D)" : "") << " @" << c.loc.line << ":" << c.loc.col << "\n";
+    for (const auto &c : k->consts) {
+      os << "  const " << c.name << " = ";
+      if (c.isList) {
+        os << "[";
+        for (size_t i = 0; i < c.list.size(); ++i)
+          os << (i ? ", " : "") << numberToString(c.list[i], c.isInt);
+        os << "]";
+      } else {
+        os << numberToString(c.folded, c.isInt);
+      }
+      os << (c.overridden ? " (from -D)" : "") << " @" << c.loc.line << ":" << c.loc.col << "\n";
+    }
     for (const auto &r : k->requirements) {
       os << "  require " << exprToString(*r.cond);
       if (!r.message.empty())

@@ -110,7 +110,8 @@ enum class Op {
   Abs,
   Select,
   Reduce,
-  Let
+  Let,
+  ListRead
 };
 enum class Fn {
   Exp,
@@ -395,6 +396,14 @@ private:
       }
       return n;
     }
+    case ExprKind::ListRead:
+      if (e.args.size() != 1 || e.listValues.empty())
+        internal("malformed read of list '" + e.name + "'");
+      n.op = Op::ListRead;
+      n.type = e.type;
+      n.kids.push_back(compile(*e.args[0]));
+      requireType(n.kids[0], ScalarType::Int, "subscript");
+      return n;
     case ExprKind::Call:
       return compileCall(e, std::move(n));
     case ExprKind::Unary:
@@ -617,6 +626,18 @@ private:
     return t.data[off];
   }
 
+  // An element of a constant list; a subscript outside it is an error, as a plain tensor read's.
+  double listRead(const Node &n) {
+    const std::vector<double> &v = n.src->listValues;
+    int64_t i = evalI(n.kids[0]);
+    if (i < 0 || i >= (int64_t)v.size())
+      fail("out-of-range read in definition '" + defName_ + "'" + where(n.src->loc) + ": index " +
+           std::to_string(i) + " is outside constant list '" + n.src->name + "' of " +
+           std::to_string(v.size()) + (v.size() == 1 ? " element" : " elements") + " (in '" +
+           exprToString(*n.src) + "')");
+    return v[(size_t)i];
+  }
+
   void bindLet(const Node &n) {
     const Node &v = n.kids[0];
     Slot &s = frame_[n.slot];
@@ -705,6 +726,8 @@ private:
       return frame_[n.slot].i;
     case Op::Read:
       return (int64_t)read(n);
+    case Op::ListRead:
+      return (int64_t)listRead(n);
     case Op::Neg:
       return wneg(evalI(n.kids[0]));
     case Op::Add:
@@ -783,6 +806,8 @@ private:
     switch (n.op) {
     case Op::FloatConst:
       return n.fval;
+    case Op::ListRead:
+      return listRead(n);
     case Op::Slot:
     case Op::Read:
     case Op::Neg:

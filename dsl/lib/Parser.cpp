@@ -287,7 +287,22 @@ void Parser::parseConsts(Kernel &k) {
     c.name = name.text;
     c.loc = name.loc;
     expect(Tok::Assign, ("after constant '" + c.name + "'").c_str());
-    c.value = parseExpr();
+    if (is(Tok::LBracket)) {
+      Token open = take();
+      c.isList = true;
+      if (is(Tok::RBracket))
+        fail(open.loc, "constant list '" + c.name +
+                           "' is empty; a list needs at least one element, as in [1, 2, 3]");
+      do {
+        if (is(Tok::LBracket))
+          fail(cur().loc, "an element of constant list '" + c.name +
+                              "' is a list; lists have one dimension and hold numbers");
+        c.elements.push_back(parseExpr());
+      } while (accept(Tok::Comma));
+      expect(Tok::RBracket, ("to close constant list '" + c.name + "'").c_str());
+    } else {
+      c.value = parseExpr();
+    }
     kernelNames_.insert(c.name);
     k.consts.push_back(std::move(c));
   } while (accept(Tok::Comma));
@@ -561,6 +576,9 @@ ExprPtr Parser::parsePrimary() {
   }
   case Tok::Error:
     throw Abort{};
+  case Tok::LBracket:
+    fail(t.loc, "a list '[...]' can only initialise a constant, as in 'const r = [1, 2, 3]'; read "
+                "it as 'r(i)'");
   default:
     fail(t.loc, "expected an expression, found " + describe(t));
   }

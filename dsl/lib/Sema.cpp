@@ -1,7 +1,7 @@
 // Semantic analysis of .attn kernels: every rule here has a diagnostic with a source location.
-// analyze() runs the stages in order (functions, then each kernel: names, constants,
-// requirements, then each definition: checking with function expansion, ranges, subscripts);
-// each stage is a file in Sema/.
+// analyze() runs the stages in order (functions, then each kernel: names, constants, function
+// expansion, requirements, then each definition: checking, ranges, subscripts); each stage is a
+// file in Sema/.
 #include "Sema/SemaInternal.h"
 
 #include "attnc/dsl/Names.h"
@@ -24,8 +24,15 @@ void KernelSema::run() {
   declareConsts();
   for (auto &def : k_.defs)
     definitionNames_.insert(def->name);
+  prepareExpansions();
   for (auto &r : k_.requirements)
     checkRequirement(r);
+  // Reads of constant lists in requirements stay in the lists too (which may add requirements).
+  for (size_t i = 0, n = k_.requirements.size(); i < n; ++i) {
+    const Expr &cond = *k_.requirements[i].cond;
+    if (cond.type == ScalarType::Bool)
+      checkSubscripts(cond, /*listsOnly=*/true);
+  }
   if (k_.defs.size() > kMaxDefinitions)
     diags_.error(k_.defs[kMaxDefinitions]->loc,
                  "kernel '" + k_.name + "' has more than " + std::to_string(kMaxDefinitions) +
@@ -40,6 +47,7 @@ void KernelSema::run() {
 void KernelSema::analyzeDefinition(Definition &def) {
   current_ = &def;
   uses_.clear();
+  listUses_.clear();
   TensorDecl *target = nullptr;
   checkNewName(def.name, def.loc,
                "definition"); // registered even when rejected: no follow-on errors

@@ -94,7 +94,7 @@ def frontend(src, out):
     # into its tables): extreme constants of the window, dilation and level kernels, and reserved
     # kernel names, which mutations of the text rarely spell.
     values = {"2^29": 13, "2^30": 15, "2^31-1": 17, "46341": 11, "-2^31": 19, "0": 0}
-    for f, consts in (("swda.attn", 3), ("msda.attn", 5), ("dat_attn.attn", 4)):
+    for f, consts in (("swda.attn", 3), ("msda.attn", 3), ("dat_attn.attn", 4)):
         text = open(os.path.join(src, "dsl", "variants", f), "rb").read()
         for label, v in values.items():
             for c in range(consts):

@@ -45,7 +45,7 @@ namespace {
 
 struct Config {
   int hd, r0, r1, r2;
-  bool defaults; // compiled without -D (the file's constants hd=24, r = 1, 2, 3)
+  bool defaults; // compiled without -D (the file's constants hd=24, dilation = [1, 2, 3])
   const attnc::KernelDesc &(*desc)();
   bool natten = false; // compiled with -D natten=1: keys outside the map are excluded
 };
@@ -82,9 +82,8 @@ const attnc::dsl::Kernel *interpreterKernel(const std::string &kernel, const Con
   attnc_test::Defines defines;
   if (!c.defaults)
     defines = {{"hd", std::to_string(c.hd)},
-               {"r0", std::to_string(c.r0)},
-               {"r1", std::to_string(c.r1)},
-               {"r2", std::to_string(c.r2)}};
+               {"dilation",
+                std::to_string(c.r0) + "," + std::to_string(c.r1) + "," + std::to_string(c.r2)}};
   if (c.natten)
     defines.push_back({"natten", "1"});
   const std::string file = kernel == "msda_nobias" ? "msda.attn" : kernel + ".attn";

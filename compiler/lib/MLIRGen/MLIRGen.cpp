@@ -269,6 +269,8 @@ private:
                                         idx, b_.getStringAttr(boundary));
       return v.getType().isInteger(32) ? toIndex(v) : v;
     }
+    case ExprKind::ListRead:
+      return genListRead(e);
     case ExprKind::Call:
       return genCall(e);
     case ExprKind::Unary: {
@@ -348,6 +350,43 @@ private:
       }
     }
     llvm_unreachable("operator checked by Sema");
+  }
+
+  // An element of a constant list, as a chain of selects on the subscript from the last element
+  // to the first (`select(i == 0, v0, select(i == 1, v1, ... vN-1))`): short lists are all the
+  // language has, and a select of constants vectorises and keeps Halide's bounds of the value
+  // (min..max of the list) exact, which a table in memory would not. Sema made sure the subscript
+  // stays in the list (at compile time or with a requirement), so the last element needs no test.
+  // An integer list in arithmetic progression (the usual dilations 1, 2, 3) is `v0 + step * i`.
+  Value genListRead(const Expr &e) {
+    Location l = loc(e.loc);
+    const std::vector<double> &v = e.listValues;
+    bool isInt = e.type == ScalarType::Int;
+    auto element = [&](double x) -> Value {
+      if (isInt)
+        return b_.create<arith::ConstantIndexOp>(l, (int64_t)x);
+      return b_.create<arith::ConstantOp>(l, b_.getF32FloatAttr((float)x));
+    };
+    Value i = toIndex(gen(*e.args[0]));
+    if (isInt && v.size() >= 2) {
+      int64_t step = (int64_t)v[1] - (int64_t)v[0];
+      bool progression = true;
+      for (size_t k = 1; k < v.size(); ++k)
+        progression &= (int64_t)v[k] - (int64_t)v[k - 1] == step;
+      if (progression && step == 0)
+        return element(v[0]);
+      if (progression) {
+        Value scaled = step == 1 ? i : (Value)b_.create<arith::MulIOp>(l, element(step), i);
+        return v[0] == 0 ? scaled : (Value)b_.create<arith::AddIOp>(l, element(v[0]), scaled);
+      }
+    }
+    Value r = element(v.back());
+    for (size_t k = v.size() - 1; k-- > 0;) {
+      Value is = b_.create<arith::CmpIOp>(l, arith::CmpIPredicate::eq, i,
+                                          b_.create<arith::ConstantIndexOp>(l, (int64_t)k));
+      r = b_.create<arith::SelectOp>(l, is, element(v[k]), r);
+    }
+    return r;
   }
 
   Value f32(Location l, float v) { return b_.create<arith::ConstantOp>(l, b_.getF32FloatAttr(v)); }

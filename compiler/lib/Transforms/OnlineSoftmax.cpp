@@ -18,14 +18,14 @@
 // (`attn.key_mask`), the analysis HalideGen's tile skipping needs (recordKeyMask).
 #include "attnc/Transforms/Passes.h"
 
+#include "IRUtils.h"
 #include "attnc/Dialect/AttnOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Pass/PassRegistry.h"
-#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/StringSet.h"
 
-#include <functional>
 #include <string>
 
 using namespace mlir;
@@ -186,26 +186,6 @@ int64_t chooseTile(attn::SoftmaxOp p, int64_t forced) {
   return kDefaultTile;
 }
 
-// Clones into `b` what computing `v` needs from inside `def`'s region, with `map` giving the
-// region's indices; values from outside `def` are used as they are.
-Value materialize(Value v, Operation *def, IRMapping &map, OpBuilder &b) {
-  if (Value m = map.lookupOrNull(v))
-    return m;
-  Operation *op = v.getDefiningOp();
-  if (!op || !def->isProperAncestor(op))
-    return v;
-  for (Value o : op->getOperands())
-    materialize(o, def, map, b);
-  for (Region &r : op->getRegions()) {
-    llvm::SetVector<Value> above;
-    getUsedValuesDefinedAbove(r, above);
-    for (Value a : above)
-      materialize(a, def, map, b);
-  }
-  Operation *c = b.clone(*op, map);
-  return c->getResult(cast<OpResult>(v).getResultNumber());
-}
-
 // Whether the softmax's score (its yield's first value) is computed by a reduction inside the
 // softmax. (An `.exclude` read there is already a `.zero` read whose range test MLIRGen joined
 // to the mask, which stays in the softmax.)
@@ -260,6 +240,25 @@ void hoistScore(attn::SoftmaxOp p) {
       op->erase();
 }
 
+// The name of a fused sum that is one part of `def`'s expression: `<def>__online`, or
+// `<def>__online2`, ... when `def` has several (attn-split-sums gives a difference of softmaxes
+// one sum each). HalideGen names Funcs after it, so it must be unique in the kernel.
+std::string partName(attn::DefineOp def) {
+  llvm::StringSet<> taken;
+  def->getParentOfType<attn::KernelOp>().walk([&](Operation *op) {
+    if (auto d = dyn_cast<attn::DefineOp>(op))
+      taken.insert(d.getName());
+    else if (auto s = dyn_cast<attn::SoftmaxOp>(op))
+      taken.insert(s.getName());
+    else if (auto o = dyn_cast<attn::OnlineSoftmaxOp>(op))
+      taken.insert(o.getName());
+  });
+  std::string base = def.getName().str() + "__online", name = base;
+  for (int n = 2; taken.contains(name); ++n)
+    name = base + std::to_string(n);
+  return name;
+}
+
 void rewrite(Match &m, int64_t tile, int64_t queryGroup) {
   if (scoreReduces(m.p))
     hoistScore(m.p);
@@ -270,7 +269,7 @@ void rewrite(Match &m, int64_t tile, int64_t queryGroup) {
   // The definition is the fused sum itself, or reads it where the sum was.
   bool whole = defYield.getValues()[0] == m.red.getResult() &&
                m.def.getResult().getType().getElementType().isF32();
-  std::string name = whole ? m.def.getName().str() : m.def.getName().str() + "__online";
+  std::string name = whole ? m.def.getName().str() : partName(m.def);
   auto defType = m.def.getResult().getType();
   auto type = RankedTensorType::get(defType.getShape(), Float32Type::get(ctx));
   Value keyExtent = m.p.getExtents()[m.p.getAxes()[0]];
@@ -308,29 +307,6 @@ void rewrite(Match &m, int64_t tile, int64_t queryGroup) {
     m.red.erase();
   }
   m.p.erase();
-}
-
-// Whether `v` is computed from `arg` (through its operands and the regions of nested ops).
-bool dependsOn(Value v, Value arg) {
-  llvm::DenseSet<Value> seen;
-  std::function<bool(Value)> dep = [&](Value x) -> bool {
-    if (x == arg)
-      return true;
-    if (!seen.insert(x).second)
-      return false;
-    Operation *d = x.getDefiningOp();
-    if (!d)
-      return false;
-    bool found = false;
-    d->walk([&](Operation *op) {
-      for (Value o : op->getOperands())
-        if (!found &&
-            (o == arg || (o.getDefiningOp() ? !d->isAncestor(o.getDefiningOp()) && dep(o) : false)))
-          found = true;
-    });
-    return found;
-  };
-  return dep(v);
 }
 
 // Records on `op` the conjuncts of its mask that depend on the key but not on the query row (a

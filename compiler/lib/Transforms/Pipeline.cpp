@@ -13,6 +13,11 @@ namespace attnc {
 
 void buildPassPipeline(OpPassManager &pm, const PipelineOptions &opts) {
   pm.addPass(createSampleOrderPass(SampleOrderPassOptions{sampleOrderName(opts.sampleOrder)}));
+  // Only for attn-online-softmax, which fuses the sums it splits off: unfused, the split sums
+  // would read the values once per softmax instead of once. Before attn-mask-bounds, which bounds
+  // each new sum by its own softmax's mask.
+  if (opts.onlineSoftmax)
+    pm.addPass(createSplitSumsPass());
   // After the sampling order: a rewrite there may move the sums that mask bounds annotate.
   pm.addPass(createMaskBoundsPass());
   // Last: it consumes the softmax bounds that attn-mask-bounds records.

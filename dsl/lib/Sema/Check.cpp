@@ -1,14 +1,9 @@
 // Sema's expression checking: the type of every expression and what each name in it refers to.
 #include "SemaInternal.h"
 
+#include <cassert>
+
 namespace attnc::dsl::sema {
-
-namespace {
-
-// Deeper expressions (only expansions make them) would run the later recursive walks out of stack.
-constexpr int kMaxCheckDepth = 4000;
-
-} // namespace
 
 void KernelSema::checkSoftmax(Expr &e, Definition &def) {
   std::set<std::string> seen;
@@ -160,6 +155,13 @@ void KernelSema::checkIdent(Expr &e) {
     e.type = ScalarType::Int;
     return;
   }
+  if (auto it = consts_.find(e.name); it != consts_.end() && it->second->isList) {
+    diags_.error(e.loc, "'" + e.name +
+                            "' is a constant list, not a number; read an element, as in '" +
+                            e.name + "(i)', or use its length, 'len(" + e.name + ")'");
+    e.type = ScalarType::Unknown;
+    return;
+  }
   if (auto it = consts_.find(e.name); it != consts_.end()) {
     e.identKind = IdentKind::Const;
     e.constValue = it->second->folded;
@@ -175,7 +177,88 @@ void KernelSema::checkIdent(Expr &e) {
   e.type = ScalarType::Unknown;
 }
 
+// `r(e)` of a constant list `r`: element e, which must be an integer. A constant subscript is
+// checked here; others once the ranges of their indices are settled (Subscripts.cpp). A bare index
+// used as the subscript may take its range from the list (Ranges.cpp).
+void KernelSema::checkListRead(Expr &e, const ConstDecl &c) {
+  for (auto &a : e.args)
+    check(*a);
+  e.type = ScalarType::Unknown;
+  if (!e.boundary.empty()) {
+    diags_.error(e.loc, "boundary mode '." + e.boundary + "' applies to tensor reads, but '" +
+                            e.name + "' is a constant list (a subscript outside it is an error)");
+    return;
+  }
+  if (e.args.size() != 1) {
+    diags_.error(e.loc, "constant list '" + e.name + "' is read with one subscript, as in '" +
+                            e.name + "(i)', but is given " + std::to_string(e.args.size()));
+    return;
+  }
+  Expr &a = *e.args[0];
+  if (a.type != ScalarType::Int) {
+    if (a.type != ScalarType::Unknown)
+      diags_.error(a.loc, "type mismatch: the subscript of list '" + e.name +
+                              "' must be an integer, found " + scalarTypeName(a.type));
+    return;
+  }
+  e.kind = ExprKind::ListRead;
+  e.listValues = c.list;
+  e.type = c.isInt ? ScalarType::Int : ScalarType::Float;
+  int64_t n = (int64_t)c.list.size();
+  if (a.hasIntValue && (a.intValue < 0 || a.intValue >= n)) {
+    diags_.error(a.loc, "index " + std::to_string(a.intValue) + " is outside constant list '" +
+                            e.name + "' of " + std::to_string(n) +
+                            (n == 1 ? " element" : " elements") + " (indices 0.." +
+                            std::to_string(n - 1) + ")" + constNote(a));
+    return;
+  }
+  if (a.kind == ExprKind::Ident && a.identKind == IdentKind::Index) {
+    listExtents_.push_back(std::make_unique<Expr>(ExprKind::Number, a.loc));
+    Expr &len = *listExtents_.back();
+    len.number = (double)n;
+    len.isIntLiteral = true;
+    len.type = ScalarType::Int;
+    listUses_[a.index].push_back({std::to_string(n), &len,
+                                  "constant list '" + e.name + "' (" + std::to_string(n) +
+                                      (n == 1 ? " element)" : " elements)"),
+                                  a.loc});
+  }
+}
+
+// `len(r)`: the number of elements of constant list `r`, folded to an integer literal.
+void KernelSema::checkLen(Expr &e) {
+  const Expr *a = e.args.size() == 1 ? e.args[0].get() : nullptr;
+  auto it = a && a->kind == ExprKind::Ident ? consts_.find(a->name) : consts_.end();
+  if (it == consts_.end() || !it->second->isList) {
+    std::string what;
+    if (a && a->kind == ExprKind::Ident) {
+      if (it != consts_.end())
+        what = ": '" + a->name + "' is a constant, not a list";
+      else if (tensors_.count(a->name) || definitionNames_.count(a->name))
+        what = ": '" + a->name + "' is a tensor (its sizes are named in its declaration)";
+      else if (sizeLocs_.count(a->name))
+        what = ": '" + a->name + "' is a size";
+      else if (!lookup(a->name))
+        what = ": unknown identifier '" + a->name + "'";
+    }
+    diags_.error(a ? a->loc : e.loc,
+                 "'len' takes the name of a constant list, as in 'len(r)' for 'const r = [1, 2]'" +
+                     what);
+    e.type = ScalarType::Unknown;
+    return;
+  }
+  e.kind = ExprKind::Number;
+  e.number = (double)it->second->list.size();
+  e.isIntLiteral = true;
+  e.type = ScalarType::Int;
+  e.name.clear();
+  e.args.clear();
+}
+
 void KernelSema::checkRead(Expr &e) {
+  if (auto it = consts_.find(e.name);
+      it != consts_.end() && it->second->isList && !tensors_.count(e.name))
+    return checkListRead(e, *it->second);
   if (!e.boundary.empty()) {
     if (findBuiltin(e.name) || (functions_.count(e.name) && !tensors_.count(e.name))) {
       diags_.error(e.loc, "boundary mode '." + e.boundary + "' applies to tensor reads, but '" +
@@ -196,9 +279,12 @@ void KernelSema::checkRead(Expr &e) {
   auto it = tensors_.find(e.name);
   TensorDecl *t = it == tensors_.end() ? nullptr : it->second;
   // A call of a function; a local of the same name was already rejected, so the call wins.
+  // The expansion stage decided the same (calledFunction) and prepared the call.
   if ((!t && !definitionNames_.count(e.name)) || (t && t->role == TensorRole::Local)) {
-    if (auto fn = functions_.find(e.name); fn != functions_.end())
-      return checkFunctionCall(e, fn->second);
+    if (functions_.count(e.name)) {
+      assert(e.expansion && "a call the expansion stage did not prepare");
+      return checkFunctionCall(e, *e.expansion);
+    }
   }
   for (auto &a : e.args)
     check(*a);
@@ -250,6 +336,8 @@ void KernelSema::checkRead(Expr &e) {
 }
 
 void KernelSema::checkCall(Expr &e) {
+  if (e.name == "len")
+    return checkLen(e);
   const Builtin *b = findBuiltin(e.name);
   for (auto &a : e.args)
     check(*a);
@@ -323,42 +411,83 @@ void KernelSema::checkBinary(Expr &e) {
   e.type = promote(a, b);
 }
 
-// A call of a function is expanded where it stands, and the expansion checked as if the caller had
-// written it, with a note at the call on every error in it. Arguments copied into the body are
-// checked once before, so an error in one is reported once, at the argument, and not at every copy.
-void KernelSema::checkFunctionCall(Expr &e, const FunctionInfo &fi) {
+// What the expansion stage deferred for a step, reported now; whether it holds an error.
+bool KernelSema::reportDeferred(const Deferred &d) {
+  bool error = false;
+  for (const Diagnostic &x : d) {
+    switch (x.severity) {
+    case Severity::Error:
+      diags_.error(x.loc, x.message);
+      error = true;
+      break;
+    case Severity::Warning:
+      diags_.warning(x.loc, x.message);
+      break;
+    case Severity::Note:
+      diags_.note(x.loc, x.message);
+      break;
+    }
+  }
+  return error;
+}
+
+// A call of a function is replaced by the expansion prepared for it (ExpandCalls.cpp), which is
+// checked as if the caller had written it, with a note at the call on every error in it. Arguments
+// copied into the body are checked once before, so an error in one is reported once, at the
+// argument, and not at every copy; and as the expansion's steps come between these checks, each
+// step's diagnostics are reported here, at its turn. The size limit is applied here too, on the
+// checked arguments; the stage's own count is never higher until a call it expanded is given up.
+void KernelSema::checkFunctionCall(Expr &e, PendingExpansion &x) {
+  const FunctionInfo &fi = *x.fn;
   auto giveUp = [&] { e.type = ScalarType::Unknown; };
-  if (!expansionArityOk(e, fi))
+  if (reportDeferred(x.arity))
     return giveUp(); // its arguments would only report follow-on errors
   if (!fi.ok) {      // its own errors were reported where it is defined
     for (auto &a : e.args)
       check(*a);
     return giveUp();
   }
-  if (!expansionDepthOk(e))
+  if (reportDeferred(x.depth))
     return giveUp();
   int errorsBefore = diags_.numErrors();
   for (size_t i = 0; i < e.args.size(); ++i) {
     Expr &a = *e.args[i];
     if (fi.params[i] == FunctionInfo::Param::Tensor) {
-      for (auto &x : a.args)
-        check(*x);
+      for (auto &p : a.args)
+        check(*p);
     } else if (fi.params[i] == FunctionInfo::Param::Scalar && isCheapArgument(a)) {
       check(a);
     }
   }
-  if (diags_.numErrors() != errorsBefore || !expansionFits(e, fi))
+  if (diags_.numErrors() != errorsBefore)
     return giveUp();
-  Expansion x;
+  Deferred fits;
+  if (!expansionFits(e, fi, /*prepared=*/false, fits)) {
+    reportDeferred(fits);
+    return giveUp();
+  }
+  if (reportDeferred(x.fits))
+    return giveUp();
   bool ok = true;
   for (size_t i = 0; i < e.args.size(); ++i) {
-    if (fi.params[i] == FunctionInfo::Param::Unused)
+    if (fi.params[i] == FunctionInfo::Param::Unused) {
       check(*e.args[i]);
-    else
-      ok &= bindArgument(e, fi, i, x);
+      continue;
+    }
+    ok &= !reportDeferred(x.binding[i]);
+    if (!x.argumentNames[i].empty())
+      nameBinder(x.argumentNames[i], fi.def->params[i]);
   }
+  if (!ok)
+    return giveUp();
+  for (const auto &[provisional, base] : x.binderNames)
+    nameBinder(provisional, base);
+  reportDeferred(x.substitution);
+  if (reportDeferred(x.tooLarge))
+    return giveUp();
+  assert(x.body && "an expansion stopped without an error");
   Loc callLoc = e.loc;
-  if (!ok || !expand(e, fi, x))
+  if (!placeExpansion(e, x))
     return giveUp();
   enterExpansion(callLoc, fi);
   check(e);

@@ -42,8 +42,44 @@ double foldNode(const Expr &e, const Consts &consts, bool *isInt, std::string *e
       *err = "'" + e.name + "' is not an earlier constant";
       return 0;
     }
+    if (it->second->isList) {
+      *err = "'" + e.name + "' is a constant list; use an element, '" + e.name +
+             "(0)', or its length, 'len(" + e.name + ")'";
+      return 0;
+    }
     *isInt = it->second->isInt;
     return it->second->folded;
+  }
+  case ExprKind::Read: {
+    // len(list) and list(i) at a constant i: compile-time numbers too.
+    auto it = consts.find(e.args.size() == 1 && e.name == "len" ? e.args[0]->name : e.name);
+    bool isLen = e.name == "len" && e.args.size() == 1 && e.args[0]->kind == ExprKind::Ident;
+    if (it == consts.end() || !it->second->isList || (!isLen && e.args.size() != 1) ||
+        !e.boundary.empty()) {
+      *err = e.name == "len" ? "'len' takes one constant list, as in 'len(r)'"
+                             : "only numbers, earlier constants and + - * / % are allowed";
+      return 0;
+    }
+    const ConstDecl &list = *it->second;
+    if (isLen) {
+      *isInt = true;
+      return (double)list.list.size();
+    }
+    bool subInt = true;
+    double i = fold(*e.args[0], consts, &subInt, err);
+    if (!err->empty())
+      return 0;
+    if (!subInt) {
+      *err = "the subscript of list '" + e.name + "' must be an integer";
+      return 0;
+    }
+    if (i < 0 || i >= (double)list.list.size()) {
+      *err = "index " + std::to_string((long long)i) + " is outside list '" + e.name + "' of " +
+             std::to_string(list.list.size()) + (list.list.size() == 1 ? " element" : " elements");
+      return 0;
+    }
+    *isInt = list.isInt;
+    return list.list[(size_t)i];
   }
   case ExprKind::Unary: {
     double v = fold(*e.args[0], consts, isInt, err);
@@ -115,15 +151,107 @@ bool isLanguageNumber(const std::string &s) {
   return i == n;
 }
 
-std::optional<double> evalStatic(const Expr &e) {
-  auto arg = [&](size_t i) { return evalStatic(*e.args[i]); };
+namespace {
+
+// Values of the indices of the reductions being evaluated, and how many points are left.
+struct StaticEnv {
+  std::map<const IndexDecl *, double> indices;
+  std::map<const Expr *, double> lets;
+  int64_t budget = int64_t(1) << 20;
+};
+
+std::optional<double> evalStaticIn(const Expr &e, StaticEnv &env);
+
+// A reduction over constant ranges, as the interpreter computes it; nullopt where a range is not
+// constant or the domain is too large to evaluate here.
+std::optional<double> evalReduce(const Expr &e, StaticEnv &env, size_t level, double acc,
+                                 int64_t *count) {
+  if (level == e.reduceIndices.size()) {
+    if (--env.budget < 0)
+      return std::nullopt;
+    auto v = evalStaticIn(*e.body, env);
+    if (!v)
+      return std::nullopt;
+    ++*count;
+    switch (e.reduceKind) {
+    case ReduceKind::Sum:
+    case ReduceKind::Mean:
+      return acc + *v;
+    case ReduceKind::Max:
+      return *count == 1 ? *v : std::max(acc, *v);
+    case ReduceKind::Min:
+      return *count == 1 ? *v : std::min(acc, *v);
+    }
+    return std::nullopt;
+  }
+  const IndexDecl &idx = e.reduceIndices[level];
+  if (!idx.range)
+    return std::nullopt;
+  auto lo = evalStaticIn(*idx.range->lo, env), hi = evalStaticIn(*idx.range->hi, env);
+  if (!lo || !hi)
+    return std::nullopt;
+  for (double i = *lo; i < *hi; ++i) {
+    env.indices[&idx] = i;
+    auto v = evalReduce(e, env, level + 1, acc, count);
+    if (!v)
+      return std::nullopt;
+    acc = *v;
+  }
+  env.indices.erase(&idx);
+  return acc;
+}
+
+std::optional<double> evalStaticIn(const Expr &e, StaticEnv &env) {
+  auto arg = [&](size_t i) { return evalStaticIn(*e.args[i], env); };
   switch (e.kind) {
   case ExprKind::Number:
     return e.number;
   case ExprKind::Ident:
     if (e.identKind == IdentKind::Const)
       return e.constValue;
+    if (e.identKind == IdentKind::Index && env.indices.count(e.index))
+      return env.indices.at(e.index);
+    if (e.identKind == IdentKind::Let && env.lets.count(e.let))
+      return env.lets.at(e.let);
     return std::nullopt;
+  case ExprKind::ListRead: {
+    auto i = arg(0);
+    if (!i || *i < 0 || *i >= (double)e.listValues.size())
+      return std::nullopt; // an out-of-range read is reported at the read
+    return e.listValues[(size_t)*i];
+  }
+  case ExprKind::Reduce: {
+    int64_t count = 0;
+    auto v = evalReduce(e, env, 0, 0, &count);
+    if (!v || (count == 0 && e.reduceKind != ReduceKind::Sum))
+      return std::nullopt;
+    return e.reduceKind == ReduceKind::Mean ? *v / (double)count : *v;
+  }
+  case ExprKind::Let: {
+    auto v = arg(0);
+    if (!v)
+      return std::nullopt;
+    env.lets[&e] = *v;
+    return evalStaticIn(*e.body, env);
+  }
+  case ExprKind::Call: {
+    std::vector<double> a;
+    for (size_t i = 0; i < e.args.size(); ++i) {
+      auto v = arg(i);
+      if (!v)
+        return std::nullopt;
+      a.push_back(*v);
+    }
+    if (e.name == "min" && a.size() == 2)
+      return std::min(a[0], a[1]);
+    if (e.name == "max" && a.size() == 2)
+      return std::max(a[0], a[1]);
+    if (e.name == "abs" && a.size() == 1)
+      return std::fabs(a[0]);
+    if (e.name == "select" && a.size() == 3)
+      return a[0] != 0 ? a[1] : a[2];
+    return std::nullopt;
+  }
   case ExprKind::Unary: {
     auto x = arg(0);
     if (!x)
@@ -175,12 +303,23 @@ std::optional<double> evalStatic(const Expr &e) {
   }
 }
 
+} // namespace
+
+std::optional<double> evalStatic(const Expr &e) {
+  StaticEnv env;
+  return evalStaticIn(e, env);
+}
+
 // Each constant is folded in order, so later constants (and -D overrides) see earlier values.
 void KernelSema::declareConsts() {
   for (auto &c : k_.consts) {
     checkNewName(c.name, c.loc, "constant"); // declared even when rejected: no follow-on errors
     if (tensors_.count(c.name) || sizeLocs_.count(c.name) || consts_.count(c.name)) {
       diags_.error(c.loc, "redefinition of '" + c.name + "'");
+      continue;
+    }
+    if (c.isList) {
+      declareList(c);
       continue;
     }
     std::string err;
@@ -207,7 +346,10 @@ void KernelSema::declareConsts() {
         continue;
       char *end = nullptr;
       double dv = std::strtod(value.c_str(), &end);
-      if (!isLanguageNumber(value) || *end != '\0' || !std::isfinite(dv)) {
+      if (isListValue(value)) {
+        diags_.error(Loc{}, "-D " + name + "=" + value + ": constant '" + name +
+                                "' is a number, not a list");
+      } else if (!isLanguageNumber(value) || *end != '\0' || !std::isfinite(dv)) {
         diags_.error(Loc{}, "-D " + name + "=" + value + ": '" + value + "' is not a number");
       } else if (!c.isInt && std::abs(dv) > 3.4028234663852886e38) {
         diags_.error(Loc{}, "-D " + name + "=" + value + ": " + value +
@@ -227,6 +369,108 @@ void KernelSema::declareConsts() {
       diags_.error(c.loc, "constant '" + c.name + "' does not fit in a 32-bit integer");
     consts_[c.name] = &c;
   }
+}
+
+// A -D value meant as a list: `1,2,3` or `[1, 2, 3]`.
+bool isListValue(const std::string &v) {
+  return v.find(',') != std::string::npos || v.find('[') != std::string::npos ||
+         v.find(']') != std::string::npos;
+}
+
+// A constant list: each element folded as a scalar constant's initialiser, the kind int where
+// every element is. A -D override replaces the whole list, its length too.
+void KernelSema::declareList(ConstDecl &c) {
+  c.isInt = true;
+  c.list.clear();
+  bool ok = true;
+  for (const ExprPtr &x : c.elements) {
+    std::string err;
+    bool isInt = true;
+    double v = fold(*x, consts_, &isInt, &err);
+    if (!err.empty()) {
+      if (err == kOverflow)
+        diags_.error(x->loc, "an element of constant list '" + c.name +
+                                 "' does not fit in a 32-bit integer (an intermediate value "
+                                 "overflows)");
+      else
+        diags_.error(x->loc, "an element of constant list '" + c.name +
+                                 "' must be a compile-time number: " + err);
+      ok = false;
+    } else if (isInt && (v > 2147483647.0 || v < -2147483648.0)) {
+      diags_.error(x->loc,
+                   "an element of constant list '" + c.name + "' does not fit in a 32-bit integer");
+      ok = false;
+    }
+    c.isInt &= isInt;
+    c.list.push_back(ok ? v : 0);
+  }
+  for (const auto &[name, value] : opts_.defines) {
+    if (name != c.name)
+      continue;
+    auto bad = [&](const std::string &why) {
+      diags_.error(Loc{}, "-D " + name + "=" + value + ": " + why);
+    };
+    std::string body = value;
+    auto trim = [](std::string x) {
+      size_t a = x.find_first_not_of(" \t"), b = x.find_last_not_of(" \t");
+      return a == std::string::npos ? std::string() : x.substr(a, b - a + 1);
+    };
+    body = trim(body);
+    bool bracketed = !body.empty() && body.front() == '[';
+    if (bracketed != (!body.empty() && body.back() == ']')) {
+      bad("unbalanced '[' ... ']' around the list");
+      continue;
+    }
+    if (bracketed)
+      body = trim(body.substr(1, body.size() - 2));
+    if (!isListValue(value)) {
+      bad("constant '" + name + "' is a list; write its elements separated by commas, as in -D " +
+          name + "=1,2,3 (or -D " + name + "=[" + value + "] for one element)");
+      continue;
+    }
+    if (body.empty()) {
+      bad("constant list '" + name + "' needs at least one element");
+      continue;
+    }
+    std::vector<double> values;
+    bool good = true;
+    size_t start = 0;
+    for (;;) {
+      size_t comma = body.find(',', start);
+      std::string item =
+          trim(body.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+      char *end = nullptr;
+      double dv = std::strtod(item.c_str(), &end);
+      if (item.empty()) {
+        bad("an element of list '" + name + "' is empty");
+        good = false;
+      } else if (!isLanguageNumber(item) || *end != '\0' || !std::isfinite(dv)) {
+        bad("'" + item + "' is not a number");
+        good = false;
+      } else if (c.isInt && item.find_first_of(".eE") != std::string::npos) {
+        bad("constant list '" + name + "' holds integers; write '" + item +
+            "' without '.' or an exponent");
+        good = false;
+      } else if (c.isInt && (dv > 2147483647.0 || dv < -2147483648.0)) {
+        bad(item + " does not fit in a 32-bit integer");
+        good = false;
+      } else if (!c.isInt && std::abs(dv) > 3.4028234663852886e38) {
+        bad(item + " is not finite as a 32-bit float");
+        good = false;
+      }
+      if (!good)
+        break;
+      values.push_back(dv);
+      if (comma == std::string::npos)
+        break;
+      start = comma + 1;
+    }
+    if (good) {
+      c.list = std::move(values);
+      c.overridden = true;
+    }
+  }
+  consts_[c.name] = &c; // declared even when rejected: no follow-on errors
 }
 
 // " (r = 536870912 from -D, w = 3)": the integer constants `a` (and `b`) use, for messages.
@@ -279,6 +523,10 @@ void KernelSema::foldInt(Expr &e) {
     break;
   case ExprKind::Let:
     v = val(*e.body);
+    break;
+  case ExprKind::ListRead:
+    if (auto i = val(*e.args[0]); i && *i >= 0 && *i < (int64_t)e.listValues.size())
+      v = (int64_t)e.listValues[(size_t)*i];
     break;
   case ExprKind::Unary:
     if (e.name == "-" && val(*e.args[0]))

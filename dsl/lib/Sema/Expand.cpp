@@ -1,6 +1,8 @@
 // Sema's function expansion: a call of a `def` is replaced by its body, with its parameters
 // substituted and the names it binds made fresh, within limits on nesting and size. No types here:
-// checkFunctionCall (Check.cpp) checks the arguments between these steps and then the expansion.
+// the expansion stage (ExpandCalls.cpp) takes these steps before anything is checked, and the
+// checker (checkFunctionCall, Check.cpp) checks the arguments between them and then puts the
+// expansion in place, with copies of the checked arguments.
 #include "SemaInternal.h"
 
 #include <algorithm>
@@ -26,6 +28,15 @@ size_t countNodes(const Expr &e) {
     if (d.range)
       n += countNodes(*d.range->lo) + countNodes(*d.range->hi);
   return n;
+}
+
+void defer(Deferred &out, Severity s, Loc loc, std::string msg) {
+  out.push_back({s, loc, std::move(msg)});
+}
+
+std::string tooLarge(const FunctionDef &f) {
+  return "expanding function '" + f.name + "' makes the kernel too large (more than " +
+         std::to_string(kMaxExpandedNodes) + " expression nodes)";
 }
 
 // Every identifier spelled in a kernel, so that names made up for expanded functions are new.
@@ -56,34 +67,43 @@ void collectBinders(const Expr &e, std::set<std::string> &out) {
     collectBinders(*e.body, out);
 }
 
+// An argument copied into the body. It stands for the argument as checked, which is copied in its
+// place when the expansion is (placeExpansion); until then it is what the expansion stage sees.
+ExprPtr copy(const Expr &argument) {
+  ExprPtr c = argument.clone();
+  c->copyOf = &argument;
+  return c;
+}
+
 // The read of a tensor parameter becomes a read of the argument tensor; a boundary mode given
 // at either place applies (giving two different ones is an error).
-ExprPtr viewExpr(DiagEngine &diags, const View &v, std::vector<ExprPtr> extra,
+ExprPtr viewExpr(Deferred &diags, const View &v, std::vector<ExprPtr> extra,
                  const std::string &boundary = "", Loc useLoc = {}) {
   bool bare = extra.empty() && v.prefix.empty() && v.boundary.empty() && boundary.empty();
   auto r = std::make_unique<Expr>(bare ? ExprKind::Ident : ExprKind::Read, v.loc);
   r->name = v.tensor;
   r->boundary = v.boundary.empty() ? boundary : v.boundary;
   if (!v.boundary.empty() && !boundary.empty() && v.boundary != boundary) {
-    diags.error(v.loc, "'" + v.tensor + "." + v.boundary + "(...)' is read with boundary mode '." +
-                           boundary + "' in the function");
-    diags.note(useLoc, "read with '." + boundary + "' here");
+    defer(diags, Severity::Error, v.loc,
+          "'" + v.tensor + "." + v.boundary + "(...)' is read with boundary mode '." + boundary +
+              "' in the function");
+    defer(diags, Severity::Note, useLoc, "read with '." + boundary + "' here");
   }
   for (const Expr *p : v.prefix)
-    r->args.push_back(p->clone());
+    r->args.push_back(copy(*p));
   for (auto &x : extra)
     r->args.push_back(std::move(x));
   return r;
 }
 
-ExprPtr substitute(DiagEngine &diags, ExprPtr e, const Expansion &sub) {
+ExprPtr substitute(Deferred &diags, ExprPtr e, const Expansion &sub) {
   auto rename = [&](std::string &n) {
     if (auto it = sub.renames.find(n); it != sub.renames.end())
       n = it->second;
   };
   if (e->kind == ExprKind::Ident) {
     if (auto it = sub.copies.find(e->name); it != sub.copies.end())
-      return it->second->clone();
+      return copy(*it->second);
     if (auto it = sub.views.find(e->name); it != sub.views.end())
       return viewExpr(diags, it->second, {});
     rename(e->name);
@@ -109,6 +129,27 @@ ExprPtr substitute(DiagEngine &diags, ExprPtr e, const Expansion &sub) {
 }
 
 } // namespace
+
+// countNodes of what checking makes of `e` (an argument, an expansion), before it is checked: a
+// prepared call counts as its expansion and a copy as its argument. Ranges that checking infers
+// are not counted yet, so this is at most what the checker counts.
+size_t preparedNodes(const Expr &e) {
+  if (e.copyOf)
+    return preparedNodes(*e.copyOf);
+  if (e.expansion && e.expansion->prepared)
+    return e.expansion->nodes;
+  size_t n = 1;
+  for (const auto &a : e.args)
+    n += preparedNodes(*a);
+  if (e.body)
+    n += preparedNodes(*e.body);
+  if (e.where)
+    n += preparedNodes(*e.where);
+  for (const auto &d : e.reduceIndices)
+    if (d.range)
+      n += preparedNodes(*d.range->lo) + preparedNodes(*d.range->hi);
+  return n;
+}
 
 bool isCheapArgument(const Expr &e) {
   if (e.kind == ExprKind::Read || e.kind == ExprKind::Reduce || e.kind == ExprKind::Let ||
@@ -141,6 +182,15 @@ void KernelSema::collectUsedNames() {
   }
 }
 
+// A name for a binder of an expansion the checker may still give up: no identifier starts with '#'.
+// The checker gives the names it keeps (nameBinder) in the order it accepts expansions, so a call
+// given up for an error in its arguments takes no fresh names, as before there was a stage.
+std::string KernelSema::provisionalName() { return "#" + std::to_string(provisionalNames_++); }
+
+void KernelSema::nameBinder(const std::string &provisional, const std::string &base) {
+  finalNames_[provisional] = freshName(base);
+}
+
 std::string KernelSema::freshName(const std::string &base) {
   std::string n = base;
   // Each base resumes where it stopped: starting at 2 every time made n expansions of the same
@@ -154,61 +204,66 @@ std::string KernelSema::freshName(const std::string &base) {
   return n;
 }
 
-bool KernelSema::expansionArityOk(const Expr &call, const FunctionInfo &fi) {
+bool KernelSema::expansionArityOk(const Expr &call, const FunctionInfo &fi, Deferred &out) {
   const FunctionDef &f = *fi.def;
   if (call.args.size() == f.params.size())
     return true;
-  diags_.error(call.loc, "function '" + f.name + "' takes " + std::to_string(f.params.size()) +
-                             " argument" + (f.params.size() == 1 ? "" : "s") + ", got " +
-                             std::to_string(call.args.size()));
-  diags_.note(f.loc, "'" + f.name + "' is defined here");
+  defer(out, Severity::Error, call.loc,
+        "function '" + f.name + "' takes " + std::to_string(f.params.size()) + " argument" +
+            (f.params.size() == 1 ? "" : "s") + ", got " + std::to_string(call.args.size()));
+  defer(out, Severity::Note, f.loc, "'" + f.name + "' is defined here");
   return false;
 }
 
-bool KernelSema::expansionDepthOk(const Expr &call) {
+bool KernelSema::expansionDepthOk(const Expr &call, Deferred &out) {
   if ((int)expanding_.size() < kMaxExpansionDepth)
     return true;
-  diags_.error(call.loc, "function calls are nested too deeply (more than " +
-                             std::to_string(kMaxExpansionDepth) + " levels)");
+  defer(out, Severity::Error, call.loc,
+        "function calls are nested too deeply (more than " + std::to_string(kMaxExpansionDepth) +
+            " levels)");
   return false;
 }
 
-// An estimate from the body and the arguments copied into it, before anything is copied.
-bool KernelSema::expansionFits(const Expr &call, const FunctionInfo &fi) {
+// An estimate from the body and the arguments copied into it, before anything is copied: by the
+// expansion stage (`prepared`) on its own count, or by the checker on the checked arguments.
+bool KernelSema::expansionFits(const Expr &call, const FunctionInfo &fi, bool prepared,
+                               Deferred &out) {
   const FunctionDef &f = *fi.def;
+  auto count = prepared ? preparedNodes : countNodes;
   size_t estimate = countNodes(*f.body);
   for (size_t i = 0; i < f.params.size(); ++i) {
     const Expr &a = *call.args[i];
     if (fi.params[i] == FunctionInfo::Param::Tensor) {
       size_t prefix = 0;
       for (auto &x : a.args)
-        prefix += countNodes(*x);
+        prefix += count(*x);
       estimate += fi.paramUses[i] * prefix;
     } else if (fi.params[i] == FunctionInfo::Param::Scalar && isCheapArgument(a)) {
-      estimate += fi.paramUses[i] * countNodes(a);
+      estimate += fi.paramUses[i] * count(a);
     }
   }
-  if (expandedNodes_ + estimate <= kMaxExpandedNodes)
+  if ((prepared ? preparedNodes_ : expandedNodes_) + estimate <= kMaxExpandedNodes)
     return true;
-  diags_.error(call.loc, "expanding function '" + f.name +
-                             "' makes the kernel too large (more than " +
-                             std::to_string(kMaxExpandedNodes) + " expression nodes)");
+  defer(out, Severity::Error, call.loc, tooLarge(f));
   return false;
 }
 
-bool KernelSema::bindArgument(Expr &call, const FunctionInfo &fi, size_t i, Expansion &x) {
+bool KernelSema::bindArgument(const Expr &call, const FunctionInfo &fi, size_t i, Expansion &x,
+                              PendingExpansion &p) {
   const FunctionDef &f = *fi.def;
-  Expr &a = *call.args[i];
+  const Expr &a = *call.args[i];
   const std::string &param = f.params[i];
   if (fi.params[i] == FunctionInfo::Param::Scalar) {
     if (isCheapArgument(a)) {
       x.copies[param] = &a;
     } else {
-      x.renames[param] = freshName(param);
+      x.renames[param] = p.argumentNames[i] = provisionalName();
       x.lets.push_back({x.renames[param], i});
     }
     return true;
   }
+  // A tensor argument is never a copy with subscripts (copies of cheap arguments read nothing;
+  // copies of subscripts stand inside reads), so its subscripts are the checked ones.
   if ((a.kind == ExprKind::Ident || a.kind == ExprKind::Read) && !findBuiltin(a.name) &&
       !functions_.count(a.name) && !lookup(a.name) && !sizeLocs_.count(a.name) &&
       !consts_.count(a.name)) {
@@ -218,48 +273,91 @@ bool KernelSema::bindArgument(Expr &call, const FunctionInfo &fi, size_t i, Expa
     x.views[param] = v;
     return true;
   }
-  diags_.error(a.loc,
-               "argument '" + param + "' of '" + f.name +
-                   "' is a tensor parameter: pass a tensor or a partial read such as 'x(b, i)'");
-  diags_.note(fi.paramUse[i], "'" + param + "' is used as a tensor here");
+  defer(p.binding[i], Severity::Error, a.loc,
+        "argument '" + param + "' of '" + f.name +
+            "' is a tensor parameter: pass a tensor or a partial read such as 'x(b, i)'");
+  defer(p.binding[i], Severity::Note, fi.paramUse[i], "'" + param + "' is used as a tensor here");
   return false;
 }
 
-// Every name the body binds is renamed to a fresh one, so nothing of the caller's can be captured.
-bool KernelSema::expand(Expr &call, const FunctionInfo &fi, Expansion &x) {
+// Every name the body binds is renamed to a new one, so nothing of the caller's can be captured.
+// A let-bound argument is copied, not moved: the call keeps its arguments while the checker may
+// still give it up.
+bool KernelSema::expand(const Expr &call, const FunctionInfo &fi, Expansion &x,
+                        PendingExpansion &p) {
   const FunctionDef &f = *fi.def;
   ExprPtr body = f.body->clone();
   std::set<std::string> binders;
   collectBinders(*body, binders);
-  for (const std::string &b : binders)
-    x.renames[b] = freshName(b);
-  ExprPtr out = substitute(diags_, std::move(body), x);
+  for (const std::string &b : binders) {
+    x.renames[b] = provisionalName();
+    p.binderNames.push_back({x.renames[b], b});
+  }
+  ExprPtr out = substitute(p.substitution, std::move(body), x);
   for (auto it = x.lets.rbegin(); it != x.lets.rend(); ++it) {
     auto l = std::make_unique<Expr>(ExprKind::Let, call.args[it->second]->loc);
     l->name = it->first;
-    l->args.push_back(std::move(call.args[it->second]));
+    l->args.push_back(call.args[it->second]->clone());
     l->body = std::move(out);
     out = std::move(l);
   }
-  expandedNodes_ += countNodes(*out);
-  if (expandedNodes_ > kMaxExpandedNodes) {
-    diags_.error(call.loc, "expanding function '" + f.name +
-                               "' makes the kernel too large (more than " +
-                               std::to_string(kMaxExpandedNodes) + " expression nodes)");
+  preparedNodes_ += preparedNodes(*out);
+  if (preparedNodes_ > kMaxExpandedNodes) {
+    defer(p.tooLarge, Severity::Error, call.loc, tooLarge(f));
     return false;
   }
-  call = std::move(*out); // the call node becomes its expansion
+  p.body = std::move(out);
+  return true;
+}
+
+// The checker's copies of the checked arguments and fresh names in place of the provisional ones
+// (of this expansion and of those it is in, which were named before), up to the calls in it.
+void KernelSema::finishExpansion(Expr &e) {
+  if (e.copyOf) {
+    ExprPtr c = e.copyOf->clone();
+    e = std::move(*c);
+    return;
+  }
+  auto name = [&](std::string &n) {
+    if (!n.empty() && n[0] == '#')
+      n = finalNames_.at(n);
+  };
+  name(e.name);
+  for (auto &a : e.args)
+    finishExpansion(*a);
+  if (e.body)
+    finishExpansion(*e.body);
+  if (e.where)
+    finishExpansion(*e.where);
+  for (auto &d : e.reduceIndices) {
+    name(d.name);
+    if (d.range)
+      finishExpansion(*d.range->lo), finishExpansion(*d.range->hi);
+  }
+}
+
+// The call node becomes its expansion, counted as the expansion stage could not: with the checked
+// arguments copied in (and the ranges their checking inferred).
+bool KernelSema::placeExpansion(Expr &call, PendingExpansion &p) {
+  finishExpansion(*p.body);
+  expandedNodes_ += countNodes(*p.body);
+  if (expandedNodes_ > kMaxExpandedNodes) {
+    diags_.error(call.loc, tooLarge(*p.fn->def));
+    return false;
+  }
+  // The arguments are kept: copies in expansions inside this one are made from them, and range
+  // uses (uses_) name the indices in them by address, which a freed index would hand on to the
+  // next one allocated there.
+  p.args = std::move(call.args);
+  ExprPtr body = std::move(p.body);
+  call = std::move(*body);
   return true;
 }
 
 void KernelSema::enterExpansion(Loc callLoc, const FunctionInfo &fi) {
   diags_.pushContext(callLoc, "in call to '" + fi.def->name + "' here");
-  expanding_.push_back(&fi);
 }
 
-void KernelSema::leaveExpansion() {
-  expanding_.pop_back();
-  diags_.popContext();
-}
+void KernelSema::leaveExpansion() { diags_.popContext(); }
 
 } // namespace attnc::dsl::sema

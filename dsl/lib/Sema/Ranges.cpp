@@ -1,27 +1,28 @@
 // Sema's range inference: the range of every index, from its declaration, the output it defines
-// or its uses as a bare tensor subscript, and the conflicts between them.
+// or its uses as a bare tensor (or constant list) subscript, and the conflicts between them.
 #include "SemaInternal.h"
 
 namespace attnc::dsl::sema {
 
 // A range is fixed for the whole call: its bounds may use sizes, constants, numbers, functions
 // of those and lets inside the bound, but no index, outer let or tensor. Returns false after
-// reporting the first offending name.
-bool KernelSema::rangeIsStatic(const Expr &e, const IndexDecl &idx,
-                               std::vector<std::string> &inner) {
-  return isStatic(e, "the range of '" + shown(idx.name) + "'",
-                  "a range is fixed for the whole call, so its bounds", inner);
+// reporting (where `report`) the first offending name; the expansion stage asks without.
+bool KernelSema::rangeIsStatic(const IndexDecl &idx, bool report) {
+  for (const Expr *e : {idx.range->lo.get(), idx.range->hi.get()}) {
+    std::vector<std::string> inner;
+    if (!isStatic(*e, "the range of '" + shown(idx.name) + "'",
+                  "a range is fixed for the whole call, so its bounds", inner, report))
+      return false;
+  }
+  return true;
 }
 
 // Checks an explicit range `i in lo..hi`: static, integer, and at most a 32-bit extent.
 void KernelSema::resolveRange(IndexDecl &idx) {
-  for (Expr *e : {idx.range->lo.get(), idx.range->hi.get()}) {
-    std::vector<std::string> inner;
-    if (!rangeIsStatic(*e, idx, inner)) {
-      idx.range.reset();
-      badRange_.insert(&idx);
-      return;
-    }
+  if (!rangeIsStatic(idx, /*report=*/true)) {
+    idx.range.reset();
+    badRange_.insert(&idx);
+    return;
   }
   for (Expr *e : {idx.range->lo.get(), idx.range->hi.get()}) {
     // Range ends see sizes and constants, not indices: the range of an index is fixed per kernel call.
@@ -57,6 +58,15 @@ void KernelSema::settleRange(IndexDecl &idx) {
   auto &uses = uses_[&idx];
   if (badRange_.count(&idx))
     return; // already reported
+  // A constant list's length gives a range only where no tensor does: an index over a tensor's
+  // dimension may subscript a list too (msda's groups `g` and their dilations), and its reads of
+  // the list are then checked against the list's length (Subscripts.cpp), not compared by spelling.
+  if (!idx.range && uses.empty() && !listUses_[&idx].empty()) {
+    const RangeUse &u = listUses_[&idx][0];
+    idx.range = Range{zero(idx.loc), u.extentExpr->clone()};
+    idx.rangeOrigin = u.origin;
+    idx.rangeOriginLoc = u.loc;
+  }
   if (!idx.range) {
     if (uses.empty()) {
       diags_.error(idx.loc, "cannot infer the range of index '" + shown(idx.name) +

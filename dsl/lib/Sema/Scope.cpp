@@ -30,6 +30,8 @@ const Builtin kBuiltins[] = {
     {"elu", 1},
     {"softplus", 1},
     {"relu", 1},
+    // The length of a constant list, an integer constant (Check.cpp folds it).
+    {"len", 1},
 };
 } // namespace
 
@@ -184,12 +186,16 @@ const ScopeEntry *KernelSema::lookup(const std::string &name) {
 }
 
 // Whether `e` may stand where only sizes, constants and numbers may (a range, a requirement):
-// reports the first name it must not use.
+// reports (where `report`) the first name it must not use. A copy of an argument, which only the
+// expansion stage sees, may be static: the stage must prepare whatever the checker may check.
 bool KernelSema::isStatic(const Expr &e, const std::string &subject, const std::string &why,
-                          std::vector<std::string> &inner) {
+                          std::vector<std::string> &inner, bool report) {
+  if (e.copyOf)
+    return true;
   auto bad = [&](const std::string &what) {
-    diags_.error(e.loc, subject + " cannot use " + what + ": " + why +
-                            " may use only sizes, constants and numbers");
+    if (report)
+      diags_.error(e.loc, subject + " cannot use " + what + ": " + why +
+                              " may use only sizes, constants and numbers");
     return false;
   };
   switch (e.kind) {
@@ -210,10 +216,10 @@ bool KernelSema::isStatic(const Expr &e, const std::string &subject, const std::
   case ExprKind::Softmax:
     return true; // reported where it stands
   case ExprKind::Let: {
-    if (!isStatic(*e.args[0], subject, why, inner))
+    if (!isStatic(*e.args[0], subject, why, inner, report))
       return false;
     inner.push_back(e.name);
-    bool ok = isStatic(*e.body, subject, why, inner);
+    bool ok = isStatic(*e.body, subject, why, inner, report);
     inner.pop_back();
     return ok;
   }
@@ -221,7 +227,7 @@ bool KernelSema::isStatic(const Expr &e, const std::string &subject, const std::
     break;
   }
   for (const auto &a : e.args)
-    if (!isStatic(*a, subject, why, inner))
+    if (!isStatic(*a, subject, why, inner, report))
       return false;
   return true;
 }

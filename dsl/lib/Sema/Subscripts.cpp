@@ -150,12 +150,17 @@ struct Bounds {
 // Bounds one definition's subscripts once every index range is settled.
 class SubscriptCheck {
 public:
-  explicit SubscriptCheck(KernelSema &s) : s_(s), k_(s.k_), diags_(s.diags_) {}
+  // `listsOnly`: only the reads of constant lists (in a requirement, whose tensor reads are
+  // checked when it runs).
+  SubscriptCheck(KernelSema &s, bool listsOnly)
+      : s_(s), k_(s.k_), diags_(s.diags_), listsOnly_(listsOnly) {}
 
   void checkSubscripts(const Expr &e) {
-    if (e.kind == ExprKind::Read && e.tensor && e.args.size() == e.tensor->rank())
+    if (!listsOnly_ && e.kind == ExprKind::Read && e.tensor && e.args.size() == e.tensor->rank())
       for (size_t d = 0; d < e.args.size(); ++d)
         checkSubscript(e, d);
+    if (e.kind == ExprKind::ListRead)
+      checkListSubscript(e);
     for (const auto &a : e.args)
       checkSubscripts(*a);
     if (e.body)
@@ -168,6 +173,7 @@ private:
   KernelSema &s_;
   Kernel &k_;
   DiagEngine &diags_;
+  bool listsOnly_;
   std::map<const Expr *, Bounds> letBounds_; // bounds() of `let` values
 
   // What an int expression can reach, from the ranges of the indices it uses.
@@ -201,6 +207,11 @@ private:
       return {};
     case ExprKind::Let:
       return bounds(*e.body);
+    case ExprKind::ListRead: {
+      // Any element: a dilation read from a list bounds a window's reach as a constant would.
+      auto [lo, hi] = std::minmax_element(e.listValues.begin(), e.listValues.end());
+      return {constant((int64_t)*lo), constant((int64_t)*hi)};
+    }
     case ExprKind::Unary:
       if (e.name == "-") {
         Bounds a = bounds(*e.args[0]);
@@ -290,6 +301,83 @@ private:
     } else {
       out.push_back(&e);
     }
+  }
+
+  // A read of a constant list must stay in the list. Where the subscript's bounds are constants,
+  // that is decided here; where they depend on sizes (an index over a tensor's dimension), a
+  // requirement on the sizes, checked at every call, states it. A subscript without bounds (one
+  // read from a tensor, say) cannot be checked before it is read and is refused.
+  void checkListSubscript(const Expr &read) {
+    const Expr &sub = *read.args[0];
+    if (sub.hasIntValue)
+      return; // checked where it is read (Check.cpp)
+    int64_t n = (int64_t)read.listValues.size();
+    auto what = [&] {
+      return "the subscript of constant list '" + read.name + "' (" + std::to_string(n) +
+             (n == 1 ? " element), " : " elements), ") + exprToString(sub);
+    };
+    Bounds b = bounds(sub);
+    Bound neg = scaled(b.lo, -1);
+    if (!b.hi || !neg) {
+      if (s_.overflowChecks_.insert("list " + read.name + " unbounded " + exprToString(sub)).second)
+        diags_.error(sub.loc, what() +
+                                  ", cannot be bounded before it is read: a list subscript may use "
+                                  "indices, sizes and constants with + - *, and / or % by a "
+                                  "constant, so that every read can be checked against the list");
+      return;
+    }
+    std::string range = "0.." + std::to_string(n - 1);
+    // Certainly outside the list whenever it is read (an empty range reads nothing; a compile-time
+    // error is still the useful answer, as for a tensor read before its first element).
+    auto outside = [&](const std::string &reaches) {
+      if (s_.overflowChecks_.insert("list " + read.name + " " + exprToString(sub)).second)
+        diags_.error(sub.loc, what() + ", " + reaches + s_.constNote(sub) +
+                                  ": it must stay within " + range);
+    };
+    if (b.lo->isConst() && b.lo->ceiled().c > n - 1)
+      return outside("is at least " + b.lo->str());
+    if (b.hi->isConst() && b.hi->c < 0)
+      return outside("is at most " + b.hi->str());
+    ExprPtr cond;
+    std::string reaches;
+    // x <= limit for every size, with x an upper bound of the subscript (or of its negation).
+    auto atMost = [&](const Affine &x, int64_t limit, const std::string &desc) {
+      if (x.isConst()) {
+        if (x.c > limit)
+          outside(desc);
+        return x.c <= limit;
+      }
+      if (provablyNonPositive(sum(x, constant(-limit))))
+        return true;
+      reaches += (reaches.empty() ? "" : " and ") + desc;
+      Loc loc = sub.loc;
+      // c + a1*S1 + a2*S2 + ... <= limit, term by term so that no step overflows; terms that
+      // lower the bound are left out, which makes the check stricter, never wrong.
+      int64_t room = std::clamp<int64_t>(limit - x.c, -1, kInt32Max);
+      ExprPtr rest = number(room, loc);
+      for (const auto &[name, a] : x.terms) {
+        if (a <= 0)
+          continue;
+        ExprPtr bound = a == 1 ? rest->clone() : binary("/", rest->clone(), number(a, loc));
+        ExprPtr c = binary("<=", sizeRef(name, loc), std::move(bound));
+        cond = cond ? binary("&&", std::move(cond), std::move(c)) : std::move(c);
+        ExprPtr used =
+            a == 1 ? sizeRef(name, loc) : binary("*", number(a, loc), sizeRef(name, loc));
+        rest = binary("-", std::move(rest), std::move(used));
+      }
+      return true;
+    };
+    bool ok = atMost(b.hi->ceiled(), n - 1, "reaches " + b.hi->str());
+    ok &= atMost(neg->ceiled(), 0, "goes down to " + b.lo->str());
+    if (!ok || !cond)
+      return;
+    if (!s_.overflowChecks_.insert(exprToString(*cond) + " list " + read.name).second)
+      return;
+    Kernel::Requirement req;
+    req.loc = read.loc;
+    req.cond = std::move(cond);
+    req.message = what() + ", " + reaches + s_.constNote(sub) + ": it must stay within " + range;
+    k_.requirements.push_back(std::move(req));
   }
 
   void checkSubscript(const Expr &read, size_t d) {
@@ -449,6 +537,8 @@ private:
   }
 };
 
-void KernelSema::checkSubscripts(const Expr &rhs) { SubscriptCheck(*this).checkSubscripts(rhs); }
+void KernelSema::checkSubscripts(const Expr &rhs, bool listsOnly) {
+  SubscriptCheck(*this, listsOnly).checkSubscripts(rhs);
+}
 
 } // namespace attnc::dsl::sema

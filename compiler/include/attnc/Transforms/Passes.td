@@ -28,6 +28,21 @@ def SampleOrderPass : Pass<"attn-sample-order", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::arith::ArithDialect"];
 }
 
+def SplitSumsPass : Pass<"attn-split-sums", "mlir::ModuleOp"> {
+  let summary = "Split a sum of softmax-weighted terms into one sum per softmax";
+  let description = [{
+    Rewrites an `attn.reduce "sum"` whose body is a linear combination of terms weighted by
+    softmax probabilities (reads of attn.softmax results), as differential attention's
+    `sum(j) (p1(.., j) - lam(0) * p2(.., j)) * v(.., j, e)`, into one sum per probability, with
+    the factors of a probability's only term that depend on none of the summed indices multiplied
+    outside its sum: `sum(j) p1 * v - lam(0) * sum(j) p2 * v`. Terms without a probability stay
+    together in one more sum. attn-online-softmax then fuses each `sum(j) p * v`. A body with a
+    term that multiplies two probabilities, with more than 8 terms, or already of the form
+    `p * v` is left as it is. Runs before attn-mask-bounds, which bounds the new sums.
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect"];
+}
+
 def MaskBoundsPass : Pass<"attn-mask-bounds", "mlir::ModuleOp"> {
   let summary = "Record affine bounds of softmax masks on the softmax axes and on the sums over "
                 "them";

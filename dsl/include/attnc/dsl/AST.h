@@ -24,9 +24,15 @@ const char *scalarTypeName(ScalarType t);
 struct Expr;
 using ExprPtr = std::unique_ptr<Expr>;
 
+namespace sema {
+struct PendingExpansion;
+}
+
 // After Sema, calls of `def` functions are expanded away: a checked kernel contains only these
 // kinds, Call naming a builtin, and Let for the arguments and bindings of expanded functions.
-enum class ExprKind { Number, Ident, Read, Call, Unary, Binary, Reduce, Softmax, Let };
+// ListRead is `name(e)` of a constant list (Sema makes it from a Read): element `e`, args[0], of
+// `listValues`; it carries the values so that no later stage needs the kernel's constants.
+enum class ExprKind { Number, Ident, Read, Call, Unary, Binary, Reduce, Softmax, Let, ListRead };
 
 // What an identifier resolved to, filled by Sema.
 enum class IdentKind { Unresolved, Index, Size, Const, Let };
@@ -76,8 +82,10 @@ struct Expr {
   // Read: what an out-of-range subscript means: "" (a program error), "zero" (reads 0), "clamp"
   // (reads the nearest element) or "exclude" (in a softmax, masks the point out; reads 0).
   std::string boundary;
-  // Read / Call / Unary / Binary operands
+  // Read / Call / Unary / Binary / ListRead operands
   std::vector<ExprPtr> args;
+  // ListRead: the list's elements (its kind is `type`), after -D.
+  std::vector<double> listValues;
   // Reduce / Softmax
   ReduceKind reduceKind = ReduceKind::Sum;
   std::vector<IndexDecl> reduceIndices; // Reduce: the bound indices
@@ -87,9 +95,16 @@ struct Expr {
   ExprPtr body;  // Reduce / Softmax / Let
   // Let: `let name = args[0] in body`; the value is computed once per evaluation of the Let.
 
+  // Sema's, while it analyses the kernel (and meaningless after it): a call of a `def` function
+  // carries the expansion that Sema's expansion stage prepared for it, which the checker puts in
+  // its place; in such an expansion, a copy of an argument points to the argument, copied again
+  // once it is checked. Neither is left in a kernel that Sema accepts.
+  sema::PendingExpansion *expansion = nullptr;
+  const Expr *copyOf = nullptr;
+
   Expr(ExprKind k, Loc l) : kind(k), loc(l) {}
   // A deep copy. Identifiers that Sema resolved to an index or a `let` inside the copied tree
-  // point into the copy.
+  // point into the copy; `expansion` and `copyOf` are shared with the original.
   ExprPtr clone() const;
 };
 
@@ -156,11 +171,16 @@ struct Definition {
   TensorDecl *tensor = nullptr; // the output or local tensor it defines (Sema)
 };
 
+// `const name = value` or a constant list `const name = [e0, e1, ...]` (`elements`, non-empty;
+// `value` is then null). A list's kind is int if every element is; its values are `list`.
 struct ConstDecl {
   std::string name;
   Loc loc;
   ExprPtr value;
+  std::vector<ExprPtr> elements;
+  bool isList = false;
   double folded = 0;
+  std::vector<double> list;
   bool isInt = true;
   bool overridden = false; // set by -D
 };

@@ -1,0 +1,19 @@
+// IR helpers that more than one attn pass needs: cloning the ops a value is computed by, and
+// dependence on an index.
+#pragma once
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace attnc {
+
+// Clones into `b` what computing `v` needs from inside `scope`'s regions, with `map` giving the
+// region's indices (and caching what was cloned); values from outside `scope` are used as they
+// are. Returns `v`'s clone.
+mlir::Value materialize(mlir::Value v, mlir::Operation *scope, mlir::IRMapping &map,
+                        mlir::OpBuilder &b);
+
+// Whether `v` is computed from `arg` (through its operands and the regions of nested ops).
+bool dependsOn(mlir::Value v, mlir::Value arg);
+
+} // namespace attnc
