@@ -457,7 +457,28 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     outState.insert(outState.begin() + rq, i / queryGroup);
   }
   outState = reversed(outState);
-  out.func(reversed(toExprs(vars))) = guarded(op.getResult(), state.func(outState)[0]);
+  H::Expr result = state.func(outState)[0];
+  if (op.hasSink()) {
+    // The sink joins the normalisation once, after the last tile: the state's output is the
+    // mean of the values weighted by the keys' exps (their sum l, relative to the running max m,
+    // scaled by tileScale as every tile's exps are), so with the sink's exp added to the sum it
+    // is scaled by l / (l + exp(sink - m)), both exps taken against max(m, sink) so that neither
+    // overflows. Folding at the end, not in the state, leaves the tile loops and their skipping
+    // as they are; a row that saw no key (l = 0, every tile skipped or masked) stays 0.
+    Block &kb = op.getSink().front();
+    Env kenv;
+    for (size_t k = 0; k < rowsMap.size(); ++k)
+      kenv[kb.getArgument(k)] = rowsMap[k] < 0 ? H::Expr(0) : H::Expr(vars[rowsMap[k]]);
+    H::Expr sink =
+        H::cast<float>(eval(cast<attn::YieldOp>(kb.getTerminator()).getValues()[0], kenv));
+    H::Expr l = state.func(outState)[1], m = H::max(state.func(outState)[2], finite);
+    H::Expr top = H::max(m, sink);
+    // (A -inf sink adds exp(-inf) = 0: the factor is l / l = 1. A NaN or +inf sink makes its
+    // exp NaN and the row NaN, as in the unfused softmax.)
+    H::Expr kept = l * nanExp(m - top), den = kept + tileScale * nanExp(sink - top);
+    result = H::select(l == 0.0f, 0.0f, result * (kept / den));
+  }
+  out.func(reversed(toExprs(vars))) = guarded(op.getResult(), result);
 
   funcNames_[op.getResult()] = name;
   auto add = [&](LoweredFunc &f) {

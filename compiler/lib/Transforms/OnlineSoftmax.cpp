@@ -277,6 +277,8 @@ void rewrite(Match &m, int64_t tile, int64_t queryGroup) {
                                             keyExtent, m.def.getIndices(), m.p.getIndices(), m.rows,
                                             tile, queryGroup);
   op.getScore().takeBody(m.p.getBody());
+  if (m.p.hasSink())
+    op.getSink().takeBody(m.p.getSink());
   if (auto bounds = m.p->getAttr(attn::kBoundsAttr))
     op->setAttr(attn::kBoundsAttr, bounds);
   // What earlier passes recorded on the definition (attn.sample_order) stays visible.
