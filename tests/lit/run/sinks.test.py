@@ -44,6 +44,13 @@ if mode == "make":
     np.save(f"{d}/strict_np.npy", attend(q, k, v, sk, np.broadcast_to(j < i, full.shape)))
     keep = np.broadcast_to((pad == 0).reshape(B, 1, 1, N), full.shape)
     np.save(f"{d}/padded_np.npy", attend(q, k, v, 2.0 * sk, keep))
+    # softmax(i, j where i + j > 2 sink sk(h)) over a [3, 5, 7] score tensor.
+    s3 = (r.standard_normal((H, 5, 7)) * 2).astype(np.float32)
+    np.save(f"{d}/s3.npy", s3)
+    c = np.where(np.add.outer(np.arange(5), np.arange(7)) > 2, s3.astype(np.float64), -np.inf)
+    m = np.maximum(c.max((1, 2)), sinks)
+    e = np.exp(c - m.reshape(H, 1, 1))
+    np.save(f"{d}/multi_np.npy", e / (e.sum((1, 2)) + np.exp(sinks - m)).reshape(H, 1, 1))
     sys.exit()
 
 # check: row 0 of the strict mask and batch 1 of the padded kernel are exactly 0, and a -inf sink
