@@ -27,7 +27,28 @@ if(TARGET attnc::attnc)
 else()
   set(_ATTNC_COMPILER attnc)
   set(_ATTNC_RUNTIME attnc_runtime)
+  # ATTNC_PREBUILT_KERNELS: another build directory of this same source tree, already built, whose
+  # kernels (and Halide runtimes) this build copies instead of compiling. `make test-asan` gives it
+  # the release build: the code Halide generates is never instrumented, so the kernels are the same
+  # bits, and compiling about 100 of them again (10-90 s each on 2 cores, nearly all of it in
+  # libHalide and LLVM) was most of the sanitized build; lit still runs the instrumented attnc.
+  set(ATTNC_PREBUILT_KERNELS "" CACHE PATH
+      "Build directory of this source tree whose AOT kernels are copied (empty: compile them)")
 endif()
+
+# Instead of compiling, copy <dir>/<file>... from the same place in ATTNC_PREBUILT_KERNELS.
+function(_attnc_prebuilt_copy dir files out_var)
+  set(${out_var} "" PARENT_SCOPE)
+  if(NOT ATTNC_PREBUILT_KERNELS OR TARGET attnc::attnc)
+    return()
+  endif()
+  file(RELATIVE_PATH rel "${CMAKE_BINARY_DIR}" "${dir}")
+  set(from "")
+  foreach(f IN LISTS files)
+    list(APPEND from "${ATTNC_PREBUILT_KERNELS}/${rel}/${f}")
+  endforeach()
+  set(${out_var} "${from}" PARENT_SCOPE)
+endfunction()
 
 # The Halide runtime for one target (attnc --emit=runtime), built once per build tree: kernels are
 # compiled without it (--no-runtime), so a program linking many kernels has one copy of its state
@@ -37,13 +58,24 @@ function(_attnc_halide_runtime target out_var)
   set(rt "attnc_halide_runtime_${id}")
   if(NOT TARGET ${rt})
     set(dir "${CMAKE_BINARY_DIR}/attnc/halide_runtime_${id}")
-    add_custom_command(
-      OUTPUT "${dir}/halide_runtime.a"
-      COMMAND ${CMAKE_COMMAND} -E make_directory "${dir}"
-      COMMAND $<TARGET_FILE:${_ATTNC_COMPILER}> --emit=runtime --target=${target} -o "${dir}/halide_runtime"
-      DEPENDS ${_ATTNC_COMPILER}
-      COMMENT "attnc: Halide runtime for ${target}"
-      VERBATIM)
+    _attnc_prebuilt_copy("${dir}" "halide_runtime.a" from)
+    if(from)
+      add_custom_command(
+        OUTPUT "${dir}/halide_runtime.a"
+        COMMAND ${CMAKE_COMMAND} -E make_directory "${dir}"
+        COMMAND ${CMAKE_COMMAND} -E copy ${from} "${dir}"
+        DEPENDS ${from}
+        COMMENT "attnc: Halide runtime for ${target} from ${ATTNC_PREBUILT_KERNELS}"
+        VERBATIM)
+    else()
+      add_custom_command(
+        OUTPUT "${dir}/halide_runtime.a"
+        COMMAND ${CMAKE_COMMAND} -E make_directory "${dir}"
+        COMMAND $<TARGET_FILE:${_ATTNC_COMPILER}> --emit=runtime --target=${target} -o "${dir}/halide_runtime"
+        DEPENDS ${_ATTNC_COMPILER}
+        COMMENT "attnc: Halide runtime for ${target}"
+        VERBATIM)
+    endif()
     add_custom_target(${rt}_gen DEPENDS "${dir}/halide_runtime.a")
     add_library(${rt} INTERFACE)
     add_dependencies(${rt} ${rt}_gen)
@@ -106,14 +138,25 @@ function(attnc_add_library name)
       list(APPEND flags --tuning-db=${db})
     endif()
   endif()
-  add_custom_command(
-    OUTPUT "${prefix}.a" "${prefix}.h" "${prefix}.attnc.h"
-    COMMAND ${CMAKE_COMMAND} -E make_directory "${dir}"
-    COMMAND $<TARGET_FILE:${_ATTNC_COMPILER}> "${src}" --emit=lib -o "${prefix}" --depfile=${prefix}.d --no-runtime ${flags}
-    DEPENDS ${_ATTNC_COMPILER} "${src}"
-    DEPFILE "${prefix}.d"
-    COMMENT "attnc: compiling ${ARG_SOURCE} for ${ARG_TARGETS}"
-    VERBATIM)
+  _attnc_prebuilt_copy("${dir}" "${name}.a;${name}.h;${name}.attnc.h" from)
+  if(from)
+    add_custom_command(
+      OUTPUT "${prefix}.a" "${prefix}.h" "${prefix}.attnc.h"
+      COMMAND ${CMAKE_COMMAND} -E make_directory "${dir}"
+      COMMAND ${CMAKE_COMMAND} -E copy ${from} "${dir}"
+      DEPENDS ${from}
+      COMMENT "attnc: ${name} from ${ATTNC_PREBUILT_KERNELS}"
+      VERBATIM)
+  else()
+    add_custom_command(
+      OUTPUT "${prefix}.a" "${prefix}.h" "${prefix}.attnc.h"
+      COMMAND ${CMAKE_COMMAND} -E make_directory "${dir}"
+      COMMAND $<TARGET_FILE:${_ATTNC_COMPILER}> "${src}" --emit=lib -o "${prefix}" --depfile=${prefix}.d --no-runtime ${flags}
+      DEPENDS ${_ATTNC_COMPILER} "${src}"
+      DEPFILE "${prefix}.d"
+      COMMENT "attnc: compiling ${ARG_SOURCE} for ${ARG_TARGETS}"
+      VERBATIM)
+  endif()
   add_custom_target(${name}_attnc DEPENDS "${prefix}.a" "${prefix}.h" "${prefix}.attnc.h")
   add_library(${name} INTERFACE)
   add_dependencies(${name} ${name}_attnc)

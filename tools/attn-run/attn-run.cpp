@@ -569,10 +569,12 @@ int runCompiled(attnc::Compilation &comp, const Assignments &ins, const Assignme
     if (!st.ok())
       return fail(st.message());
 
-    attnc::AppliedSchedule scheduled = attnc::scheduleKernel(
-        lk, target,
-        attnc::ScheduleRequest{schedule, {}, comp.options().passes.estimates,
-                               /*weigh=*/!onlineTile.value()});
+    attnc::AppliedSchedule scheduled =
+        attnc::scheduleKernel(lk, target,
+                              attnc::ScheduleRequest{schedule,
+                                                     {},
+                                                     comp.options().passes.estimates,
+                                                     /*weigh=*/!onlineTile.value()});
     if (!scheduled.warning.empty())
       std::cerr << scheduled.warning << "\n";
     const std::string &applied = scheduled.applied;

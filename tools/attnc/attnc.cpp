@@ -422,8 +422,9 @@ int main(int argc, char **argv) {
       info.schedule.applied += " (" + scheduleParams.str() +
                                (tuned.entry ? ", tuned: " + tuned.from : std::string()) + ")";
     if (emitKind == attnc::Emit::Cost)
-      return outs.finish(attnc::costReport(comp.lowered(), lk, target, co.passes.estimates,
-                                           info.schedule.applied));
+      return outs.finish(
+          attnc::costReport(comp.lowered(), lk, target, co.passes.estimates, info.schedule.applied,
+                            info.schedule.lowered ? &*info.schedule.lowered : nullptr));
     info.libBase = outPath.substr(outPath.find_last_of('/') + 1);
     info.targetKey = co.target;
     info.source = input;

@@ -72,10 +72,11 @@ WorkCount algorithmWork(const LoweredKernel &unscheduled, const Halide::Target &
                         const std::map<std::string, int64_t> &sizes);
 
 // `attnc --emit=cost`: the sizes, the plan's and the algorithm's counts and their ratio, as text.
-// `given` are --sizes; sizes it leaves out take costSizes' value.
+// `given` are --sizes; sizes it leaves out take costSizes' value. `lowered`, when given, is
+// `scheduled` already lowered (by "auto" weighing it), counted instead of lowering it again.
 std::string costReport(const LoweredKernel &unscheduled, const LoweredKernel &scheduled,
                        const Halide::Target &t, const std::map<std::string, int64_t> &given,
-                       const std::string &schedule);
+                       const std::string &schedule, const LoweredPlan *lowered = nullptr);
 
 // How much more arithmetic a rule's plan may do than the algorithm before the rule declines (in
 // `auto`): tiles recompute a few producers at their edges and online softmax rescales its
