@@ -36,18 +36,28 @@ else()
       "Build directory of this source tree whose AOT kernels are copied (empty: compile them)")
 endif()
 
-# Instead of compiling, copy <dir>/<file>... from the same place in ATTNC_PREBUILT_KERNELS.
-function(_attnc_prebuilt_copy dir files out_var)
-  set(${out_var} "" PARENT_SCOPE)
+# With ATTNC_PREBUILT_KERNELS, adds the command that makes <dir>/<file>... by copying them from
+# the same place there, and sets <copied_var> TRUE; otherwise sets it FALSE (the caller compiles).
+function(_attnc_prebuilt_copy dir files what copied_var)
+  set(${copied_var} FALSE PARENT_SCOPE)
   if(NOT ATTNC_PREBUILT_KERNELS OR TARGET attnc::attnc)
     return()
   endif()
   file(RELATIVE_PATH rel "${CMAKE_BINARY_DIR}" "${dir}")
   set(from "")
+  set(to "")
   foreach(f IN LISTS files)
     list(APPEND from "${ATTNC_PREBUILT_KERNELS}/${rel}/${f}")
+    list(APPEND to "${dir}/${f}")
   endforeach()
-  set(${out_var} "${from}" PARENT_SCOPE)
+  add_custom_command(
+    OUTPUT ${to}
+    COMMAND ${CMAKE_COMMAND} -E make_directory "${dir}"
+    COMMAND ${CMAKE_COMMAND} -E copy ${from} "${dir}"
+    DEPENDS ${from}
+    COMMENT "attnc: ${what} from ${ATTNC_PREBUILT_KERNELS}"
+    VERBATIM)
+  set(${copied_var} TRUE PARENT_SCOPE)
 endfunction()
 
 # The Halide runtime for one target (attnc --emit=runtime), built once per build tree: kernels are
@@ -58,16 +68,8 @@ function(_attnc_halide_runtime target out_var)
   set(rt "attnc_halide_runtime_${id}")
   if(NOT TARGET ${rt})
     set(dir "${CMAKE_BINARY_DIR}/attnc/halide_runtime_${id}")
-    _attnc_prebuilt_copy("${dir}" "halide_runtime.a" from)
-    if(from)
-      add_custom_command(
-        OUTPUT "${dir}/halide_runtime.a"
-        COMMAND ${CMAKE_COMMAND} -E make_directory "${dir}"
-        COMMAND ${CMAKE_COMMAND} -E copy ${from} "${dir}"
-        DEPENDS ${from}
-        COMMENT "attnc: Halide runtime for ${target} from ${ATTNC_PREBUILT_KERNELS}"
-        VERBATIM)
-    else()
+    _attnc_prebuilt_copy("${dir}" "halide_runtime.a" "Halide runtime for ${target}" copied)
+    if(NOT copied)
       add_custom_command(
         OUTPUT "${dir}/halide_runtime.a"
         COMMAND ${CMAKE_COMMAND} -E make_directory "${dir}"
@@ -138,16 +140,8 @@ function(attnc_add_library name)
       list(APPEND flags --tuning-db=${db})
     endif()
   endif()
-  _attnc_prebuilt_copy("${dir}" "${name}.a;${name}.h;${name}.attnc.h" from)
-  if(from)
-    add_custom_command(
-      OUTPUT "${prefix}.a" "${prefix}.h" "${prefix}.attnc.h"
-      COMMAND ${CMAKE_COMMAND} -E make_directory "${dir}"
-      COMMAND ${CMAKE_COMMAND} -E copy ${from} "${dir}"
-      DEPENDS ${from}
-      COMMENT "attnc: ${name} from ${ATTNC_PREBUILT_KERNELS}"
-      VERBATIM)
-  else()
+  _attnc_prebuilt_copy("${dir}" "${name}.a;${name}.h;${name}.attnc.h" "${name}" copied)
+  if(NOT copied)
     add_custom_command(
       OUTPUT "${prefix}.a" "${prefix}.h" "${prefix}.attnc.h"
       COMMAND ${CMAKE_COMMAND} -E make_directory "${dir}"

@@ -522,9 +522,11 @@ private:
 };
 
 // Captures the lowered body where custom passes run, and leaves it unchanged.
+// Shared storage: a JIT plan's pipeline keeps its custom passes (removing one would drop the
+// compiled code), so the pass may outlive the LoweredPlan it first wrote to.
 class Capture : public HI::IRMutator {
 public:
-  explicit Capture(HI::Stmt *out) : out_(out) {}
+  explicit Capture(std::shared_ptr<HI::Stmt> out) : out_(std::move(out)) {}
   using HI::IRMutator::mutate;
   HI::Stmt mutate(const HI::Stmt &s) override {
     *out_ = s;
@@ -532,7 +534,7 @@ public:
   }
 
 private:
-  HI::Stmt *out_;
+  std::shared_ptr<HI::Stmt> out_;
 };
 
 Shapes shapesOf(const LoweredKernel &k, const std::map<std::string, int64_t> &sizes) {
@@ -602,11 +604,24 @@ costSizes(const LoweredKernel &k, const std::map<std::string, int64_t> &given, i
   return sizes;
 }
 
-LoweredPlan lowerPlan(const LoweredKernel &k, const Halide::Target &t) {
+LoweredPlan lowerPlan(const LoweredKernel &k, const Halide::Target &t, bool jit) {
   LoweredPlan plan;
   H::Pipeline p = k.pipeline();
-  p.add_custom_lowering_pass(new Capture(&plan.body));
-  plan.module = std::make_shared<H::Module>(p.compile_to_module(k.arguments(), k.name, t));
+  auto body = std::make_shared<HI::Stmt>();
+  p.add_custom_lowering_pass(new Capture(body));
+  if (jit) {
+    try {
+      p.compile_jit(t);
+      plan.jit = p;
+    } catch (const H::Error &) {
+      // Code generation can fail where lowering does not (LLVM's constant folding of an int32
+      // overflow, say): weigh the plan as lowered, as without `jit`; if it is chosen, the run
+      // compiles it again and reports the error in its own terms.
+    }
+  }
+  if (!plan.jit)
+    plan.module = std::make_shared<H::Module>(p.compile_to_module(k.arguments(), k.name, t));
+  plan.body = *body;
   if (!plan.body.defined())
     throw std::runtime_error("Halide's lowering of '" + k.name + "' produced no body");
   return plan;

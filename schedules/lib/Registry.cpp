@@ -115,7 +115,7 @@ std::string ratioText(double r) {
 // "auto" weighed by work: the first matching rule whose plan stays within kMaxPlanWorkRatio of
 // the algorithm's work, else the least costly plan with a warning.
 Selection selectByWork(const LoweredKernel &k, const Halide::Target &ht,
-                       const std::map<std::string, int64_t> &given) {
+                       const std::map<std::string, int64_t> &given, bool jit) {
   const std::map<std::string, int64_t> sizes = costSizes(k, given);
   std::optional<WorkCount> algorithm;
   std::optional<Selection> best;
@@ -126,9 +126,10 @@ Selection selectByWork(const LoweredKernel &k, const Halide::Target &ht,
     if (!m)
       continue;
     s.match = std::move(*m);
-    LoweredKernel plan = clone(k);
+    s.planKernel = std::make_shared<LoweredKernel>(clone(k));
+    LoweredKernel &plan = *s.planKernel;
     s.apply(plan);
-    s.lowered = lowerPlan(plan, ht);
+    s.lowered = lowerPlan(plan, ht, jit);
     if (!algorithm)
       algorithm = algorithmWork(k, ht, sizes);
     s.cost = PlanCost{countWork(plan, *s.lowered, sizes), *algorithm};
@@ -167,12 +168,13 @@ Selection selectByWork(const LoweredKernel &k, const Halide::Target &ht,
 } // namespace
 
 Selection selectSchedule(const LoweredKernel &k, const Halide::Target &ht,
-                         const std::string &choice, const std::map<std::string, int64_t> *sizes) {
+                         const std::string &choice, const std::map<std::string, int64_t> *sizes,
+                         bool jit) {
   Selection sel{nullptr, WholeKernel{}, Target(ht)};
   if (choice == "none")
     return sel;
   if (choice == "auto" && sizes)
-    return selectByWork(k, ht, *sizes);
+    return selectByWork(k, ht, *sizes, jit);
   for (const auto &r : scheduleRules()) {
     if (choice != "auto" && r->name() != choice)
       continue;

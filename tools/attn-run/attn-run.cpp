@@ -574,17 +574,20 @@ int runCompiled(attnc::Compilation &comp, const Assignments &ins, const Assignme
                               attnc::ScheduleRequest{schedule,
                                                      {},
                                                      comp.options().passes.estimates,
-                                                     /*weigh=*/!onlineTile.value()});
+                                                     /*weigh=*/!onlineTile.value(),
+                                                     /*jit=*/true});
     if (!scheduled.warning.empty())
       std::cerr << scheduled.warning << "\n";
     const std::string &applied = scheduled.applied;
+    // The plan "auto" weighed is JIT-compiled already: run that copy rather than compile lk.
+    attnc::LoweredKernel &run = scheduled.jitKernel ? *scheduled.jitKernel : lk;
     Buffers b;
-    st = b.bindInputs(lk, arrays, views);
+    st = b.bindInputs(run, arrays, views);
     if (st.ok())
-      st = b.allocateOutputs(lk, shapes);
+      st = b.allocateOutputs(run, shapes);
     if (!st.ok())
       return fail(st.message());
-    Halide::Pipeline p = lk.pipeline();
+    Halide::Pipeline p = scheduled.jitKernel ? *scheduled.lowered->jit : lk.pipeline();
     try {
       p.realize(Halide::Realization(b.outBufs), target);
     } catch (const Halide::RuntimeError &e) {
@@ -601,7 +604,7 @@ int runCompiled(attnc::Compilation &comp, const Assignments &ins, const Assignme
     if (attnc::Status ws = writeOutputs(lk, b, shapes, outPaths, files); !ws.ok())
       return fail(ws.message());
     if (tileStats) {
-      for (const attnc::TileVisitCount &c : attnc::countTileVisits(lk))
+      for (const attnc::TileVisitCount &c : attnc::countTileVisits(run))
         std::cout << "tiles " << attnc::describeTileVisits(c) << "\n";
       if (lk.onlineGroups.empty())
         std::cout << "tiles: none (no online softmax in " << lk.name << ")\n";

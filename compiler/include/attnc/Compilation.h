@@ -52,6 +52,9 @@ struct ScheduleRequest {
   // the user chose knobs (--online-tile, --schedule-params, a tuned entry): the plan they asked
   // for is the one they get, as for a rule named by --schedule.
   bool weigh = true;
+  // For a JIT run (attn-run): "auto" JIT-compiles the plans it weighs, and the chosen one comes
+  // back as AppliedSchedule::jitKernel, to run without lowering it again.
+  bool jit = false;
 };
 
 // The schedule a kernel got: `applied` for humans (the stmt header, attn-run's report),
@@ -63,6 +66,11 @@ struct AppliedSchedule {
   // The plan as "auto" lowered it to weigh it, when the kernel was scheduled exactly so (default
   // knobs): compileArtefact compiles from it instead of lowering again.
   std::optional<LoweredPlan> lowered;
+  // With ScheduleRequest::jit, when "auto" weighed the plans: the scheduled copy of the kernel
+  // whose pipeline (lowered->jit) is already JIT-compiled. Bind the inputs to its parameters
+  // and realize lowered->jit; the kernel passed to scheduleKernel is scheduled alike, but would
+  // compile again.
+  std::shared_ptr<LoweredKernel> jitKernel;
 };
 
 // Applies `r` to `k` (a fresh lowering). Throws std::runtime_error for an unknown or inapplicable

@@ -64,7 +64,7 @@ AppliedSchedule scheduleKernel(LoweredKernel &k, const Halide::Target &t,
     return out;
   }
   Selection sel =
-      selectSchedule(k, t, r.schedule, r.weigh && r.params.empty() ? &r.estimates : nullptr);
+      selectSchedule(k, t, r.schedule, r.weigh && r.params.empty() ? &r.estimates : nullptr, r.jit);
   out.described = sel.describe(k, r.params);
   out.applied = sel.apply(k, r.params);
   if (!sel.declined.empty()) {
@@ -74,8 +74,11 @@ AppliedSchedule scheduleKernel(LoweredKernel &k, const Halide::Target &t,
     out.applied += " (declined, recomputing work: " + d + ")";
   }
   out.warning = sel.warning;
-  if (r.params.empty())
+  if (r.params.empty()) {
     out.lowered = std::move(sel.lowered);
+    if (out.lowered && out.lowered->jit)
+      out.jitKernel = std::move(sel.planKernel);
+  }
   return out;
 }
 
@@ -88,7 +91,7 @@ std::vector<std::string> compileArtefact(const LoweredKernel &k, Emit e, const H
   // plan "auto" lowered to weigh it is that module (same Funcs, schedule, arguments, name and
   // target), so code is generated from it rather than lowered again.
   auto compile = [&](const std::map<OFT, std::string> &outputs) {
-    if (info.schedule.lowered)
+    if (info.schedule.lowered && info.schedule.lowered->module)
       info.schedule.lowered->module->compile(outputs);
     else
       p.compile_to(outputs, args, k.name, t);

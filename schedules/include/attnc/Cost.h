@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -44,13 +45,15 @@ struct PlanCost {
   std::pair<std::string, double> worstDefinition(const LoweredKernel &k) const;
 };
 
-// A scheduled kernel lowered once by Halide: the module every artefact of it compiles from, and
+// A scheduled kernel lowered once by Halide: the module every artefact of it compiles from (or,
+// for a JIT plan, the pipeline Halide JIT-compiled, which realizes without lowering again), and
 // the loop nest (taken where custom lowering passes run) that its work is counted on.
 struct LoweredPlan {
   std::shared_ptr<Halide::Module> module;
+  std::optional<Halide::Pipeline> jit;
   Halide::Internal::Stmt body;
 };
-LoweredPlan lowerPlan(const LoweredKernel &scheduled, const Halide::Target &t);
+LoweredPlan lowerPlan(const LoweredKernel &scheduled, const Halide::Target &t, bool jit = false);
 
 // Representative sizes for `k` when the caller gave none (an AOT build): every size symbol of the
 // inputs takes `value`, except where `given` binds it.

@@ -99,6 +99,8 @@ struct Selection {
   std::optional<PlanCost> cost;
   std::vector<std::string> declined;
   std::optional<LoweredPlan> lowered;
+  // The copy of the kernel that plan was scheduled on: a JIT plan runs with its parameters.
+  std::shared_ptr<LoweredKernel> planKernel;
   std::string warning;
 
   // The rule's name, or "none".
@@ -123,8 +125,11 @@ struct Selection {
 // sizes (costSizes fills in the rest) against the algorithm's: a rule whose plan does more than
 // kMaxPlanWorkRatio times the algorithm's work declines and the next rule is weighed; when every
 // rule would, the least costly plan is taken with a warning naming the definition recomputed.
+// With `jit`, each weighed plan is JIT-compiled (lowered once, as Pipeline::realize would) rather
+// than only lowered: the chosen one then runs without lowering again, and only a declined plan,
+// the exception, costs a code generation.
 Selection selectSchedule(const LoweredKernel &k, const Halide::Target &t, const std::string &choice,
-                         const std::map<std::string, int64_t> *sizes = nullptr);
+                         const std::map<std::string, int64_t> *sizes = nullptr, bool jit = false);
 
 // selectSchedule(k, t, choice).apply(k, params): the kernel searched once, then scheduled.
 std::string applySchedule(LoweredKernel &k, const Halide::Target &t, const std::string &choice,
