@@ -345,6 +345,9 @@ LogicalResult OnlineSoftmaxOp::verify() {
   auto vy = cast<YieldOp>(value.getTerminator());
   if (vy.getValues().size() != 1 || !vy.getValues()[0].getType().isF32())
     return vy.emitOpError("in the value region yields one f32 value");
+  if (getUnnormalized() && hasSink())
+    return emitOpError(
+        "is unnormalized: a sink joins a softmax's normalisation, and there is none");
   int64_t key = getKeyPosition();
   return verifySink(*this, getSink(), rows.size(), ArrayRef<int64_t>(key), getScoreIndices());
 }

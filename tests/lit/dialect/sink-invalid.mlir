@@ -1,4 +1,4 @@
-// Tests the verifier diagnostics of the `sink` region of attn.softmax and attn.online_softmax.
+// Tests the verifier diagnostics of the `sink` region of attn.softmax and attn.online_softmax (none on an unnormalized one).
 // RUN: attn-opt %s -split-input-file -verify-diagnostics
 
 attn.kernel @axis(%s: tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "s"})
@@ -54,5 +54,27 @@ attn.kernel @yields(%s: tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name
     // expected-error @+1 {{'attn.yield' op in the sink region yields one f32 value}}
     attn.yield %c : i32
   } {indices = ["i", "e"], score_indices = ["i", "j"]} : tensor<?x?xf32>
+  attn.return %o : tensor<?x?xf32>
+}
+
+// -----
+
+attn.kernel @unnormalized(%s: tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "s"})
+    -> (tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "o"}) {
+  %N = attn.dim %s[0] as "N" : tensor<?x?xf32>
+  // expected-error @+1 {{'attn.online_softmax' op is unnormalized: a sink joins a softmax's normalisation, and there is none}}
+  %o = attn.online_softmax "o"[%N, %N] over %N rows [0, -1] tile 128 score {
+  ^bb0(%i: index, %j: index):
+    %x = attn.read %s[%i, %j] : tensor<?x?xf32>
+    attn.yield %x : f32
+  } value {
+  ^bb0(%i: index, %e: index, %j: index):
+    %y = attn.read %s[%j, %e] : tensor<?x?xf32>
+    attn.yield %y : f32
+  } sink {
+  ^bb0(%i: index, %j: index):
+    %x = attn.read %s[%i, %i] : tensor<?x?xf32>
+    attn.yield %x : f32
+  } {indices = ["i", "e"], score_indices = ["i", "j"], unnormalized} : tensor<?x?xf32>
   attn.return %o : tensor<?x?xf32>
 }

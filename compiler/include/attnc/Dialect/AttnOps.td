@@ -183,6 +183,11 @@ def Attn_OnlineSoftmaxOp : Attn_Op<"online_softmax", [Pure, RecursiveMemoryEffec
     is not 32. The optional `sink` region, over the score's indices and using none but the rows,
     is attn.softmax's sink: each row's result is scaled by l / (l + exp(sink - m)) after the last
     tile (m, l the row's running max and sum of exps), which is the same normalisation.
+
+    With `unnormalized`, no softmax is taken: the score region yields each key's weight itself
+    (sigmoid or ReLU attention's `sigmoid(s - b)`, a masked key weighing 0) and the result is
+    sum_j weight(rows, j) * value(indices, j), streamed over the same key tiles with a plain
+    accumulator (no max, no exp, no rescaling). It has no sink.
     ```mlir
     %o = attn.online_softmax "o"[%B, %H, %N, %D] over %N rows [0, 1, 2, -1] tile 128 score {
     ^bb0(%b: index, %h: index, %i: index, %j: index):
@@ -195,7 +200,8 @@ def Attn_OnlineSoftmaxOp : Attn_Op<"online_softmax", [Pure, RecursiveMemoryEffec
   }];
   let arguments = (ins StrAttr:$name, Variadic<Index>:$extents, Index:$key_extent, StrArrayAttr:$indices,
                        StrArrayAttr:$score_indices, DenseI64ArrayAttr:$rows, I64Attr:$tile,
-                       ConfinedAttr<DefaultValuedAttr<I64Attr, "32">, [IntPositive]>:$query_group);
+                       ConfinedAttr<DefaultValuedAttr<I64Attr, "32">, [IntPositive]>:$query_group,
+                       UnitAttr:$unnormalized);
   let results = (outs Attn_Tensor:$result);
   let regions = (region SizedRegion<1>:$score, SizedRegion<1>:$value, MaxSizedRegion<1>:$sink);
   let assemblyFormat = [{
