@@ -100,6 +100,8 @@ ExprPtr cloneExpr(const Expr &x, CloneMap &m) {
   e->softmaxAxisLocs = x.softmaxAxisLocs;
   if (x.where)
     e->where = cloneExpr(*x.where, m);
+  if (x.sink)
+    e->sink = cloneExpr(*x.sink, m);
   if (x.body)
     e->body = cloneExpr(*x.body, m);
   return e;
@@ -189,6 +191,10 @@ static void printExpr(std::ostream &os, const Expr &e) {
     if (e.where) {
       os << " where ";
       printExpr(os, *e.where);
+    }
+    if (e.sink) {
+      os << " sink ";
+      printExpr(os, *e.sink);
     }
     os << ") ";
     printExpr(os, *e.body);

@@ -1022,7 +1022,9 @@ private:
 
   // For each point of the non-axis indices: p = exp(score - max) / sum over the unmasked points
   // of the axes; masked points (where false, or a score of -inf) are 0, and a slice with no
-  // unmasked point is all 0.
+  // unmasked point is all 0. A sink adds exp(sink - max) to the sum, the max taken over the sink
+  // too, as softmax(cat([scores, sink])) without the sink's own entry: a row whose points are all
+  // masked is then 0 as well (exp(sink - sink) / 1 for them), and a -inf sink changes nothing.
   void runSoftmax(const Definition &def, const std::vector<Dim> &dims, double *out, size_t count,
                   std::vector<uint8_t> *masked) {
     const Expr &sm = *def.rhs;
@@ -1043,6 +1045,11 @@ private:
       mask = compile(*sm.where);
       requireType(*mask, ScalarType::Bool, "softmax mask");
     }
+    std::optional<Node> sink;
+    if (sm.sink) {
+      sink = compile(*sm.sink);
+      requireNumber(*sink, "softmax sink");
+    }
     std::vector<int64_t> offs;
     std::vector<double> scores; // -inf marks a masked point
     auto row = [&](int64_t rowOff) {
@@ -1050,6 +1057,7 @@ private:
       scores.clear();
       double mx = -INFINITY;
       bool any = false;
+      double sinkValue = sink ? evalF(*sink) : -INFINITY;
       auto point = [&](int64_t off) {
         double sc = -INFINITY;
         excluded_ = false;
@@ -1074,9 +1082,11 @@ private:
         }
       };
       nest(axes, 0, rowOff, point);
-      if (!any)
+      if (!any && sinkValue == -INFINITY)
         return; // every point masked: the slice stays 0
-      double sum = 0;
+      // (fmax ignores a NaN sink, whose exp below makes the row NaN, as a NaN score does.)
+      mx = fmax(mx, sinkValue);
+      double sum = sinkValue == -INFINITY ? 0.0 : std::exp(sinkValue - mx);
       for (double &sc : scores)
         sum += (sc = sc == -INFINITY ? 0.0 : std::exp(sc - mx));
       for (size_t i = 0; i < offs.size(); ++i)

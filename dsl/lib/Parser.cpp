@@ -353,6 +353,8 @@ void Parser::setHeight(Expr &e) {
     h = std::max(h, e.body->depth);
   if (e.where)
     h = std::max(h, e.where->depth);
+  if (e.sink)
+    h = std::max(h, e.sink->depth);
   e.depth = h + 1;
   if (e.depth > kMaxTreeHeight)
     fail(e.loc, "expression is too deeply nested or too long (more than " +
@@ -511,7 +513,13 @@ ExprPtr Parser::parseSoftmax() {
   } while (accept(Tok::Comma));
   if (accept(Tok::KwWhere))
     s->where = parseExpr();
-  expect(Tok::RParen, "after the softmax indices");
+  // `sink` is a keyword only here, where no expression can continue with a name, so tensors,
+  // indices and functions named `sink` stay valid everywhere else.
+  if (isIdent("sink")) {
+    take();
+    s->sink = parseExpr();
+  }
+  expect(Tok::RParen, s->sink ? "after the softmax sink" : "after the softmax indices");
   s->body = parseExpr();
   setHeight(*s);
   return s;

@@ -96,9 +96,9 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   LoweredFunc &O = *at(G.output);
   LoweredFunc &S = *at(G.state);
   const OnlineChain &masked = G.masked();
-  const LoweredFunc &tmax = *at(masked.tmax), &texp = *at(masked.texp);
+  const LoweredFunc &texp = *at(masked.texp), &tpv = *at(masked.tpv);
   const std::string key = texp.varNames[texp.softmaxAxes[0]];
-  std::optional<int64_t> tileKeys = H::Internal::as_const_int(tmax.rvars[0].extent());
+  std::optional<int64_t> tileKeys = H::Internal::as_const_int(tpv.rvars[0].extent());
   const int T = tileKeys ? (int)*tileKeys : (int)kDefaultOnlineTile;
 
   if (!O.isOutput)
@@ -116,13 +116,21 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   // other row indices (batch, heads), all but the value indices parallel.
   std::vector<H::VarOrRVar> order;
   std::vector<H::Var> batch;
+  // The rows: the score's indices but the key (texp's, less the key and the tile).
+  std::vector<std::string> rows;
+  for (size_t n = 0; n + 1 < texp.varNames.size(); ++n)
+    if ((int)n != texp.softmaxAxes[0])
+      rows.push_back(texp.varNames[n]);
+  auto isRow = [&](const std::string &n) {
+    return std::find(rows.begin(), rows.end(), n) != rows.end();
+  };
   for (auto it = O.varNames.rbegin(); it != O.varNames.rend(); ++it)
-    if (!hasVar(tmax, *it))
+    if (!isRow(*it))
       order.push_back(varNamed(O, *it));
   order.push_back(ii);
   order.push_back(io);
   for (auto it = O.varNames.rbegin(); it != O.varNames.rend(); ++it)
-    if (hasVar(tmax, *it) && *it != g.queryVar) {
+    if (isRow(*it) && *it != g.queryVar) {
       order.push_back(varNamed(O, *it));
       batch.push_back(varNamed(O, *it));
     }
@@ -138,10 +146,6 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   S.func.compute_at(task);
   // The state's loops, innermost first: the value indices, the rows, the key tiles, then (grouped
   // under mask bounds) the query group, so each group decides once per tile whether to visit it.
-  std::vector<std::string> rows(tmax.varNames.begin(), tmax.varNames.end() - 1);
-  auto isRow = [&](const std::string &n) {
-    return std::find(rows.begin(), rows.end(), n) != rows.end();
-  };
   std::string groupName, laneName;
   if (G.grouped)
     for (const std::string &n : S.varNames)
@@ -245,7 +249,10 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
     ctexp.func.bound_storage(varNamed(ctexp, key), T)
         .bound_storage(ctexp.vars.back(), 1)
         .vectorize(varNamed(ctexp, key), vec, H::TailStrategy::GuardWithIf);
-    for (LoweredFunc *f : {at(c.tmax), at(c.tsum)}) {
+    for (FuncIndex fi : {c.tmax, c.tsum}) {
+      if (fi == kNoFunc) // unnormalised: no max, no sum
+        continue;
+      LoweredFunc *f = at(fi);
       place(f->func, f->vars);
       f->func.bound_storage(f->vars.back(), 1);
       if (T % vec != 0)

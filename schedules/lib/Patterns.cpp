@@ -280,16 +280,18 @@ std::vector<OnlinePattern> findOnline(const LoweredKernel &k) {
   for (size_t gi = 0; gi < k.onlineGroups.size(); ++gi) {
     const OnlineGroup &og = k.onlineGroups[gi];
     const LoweredFunc &o = k.funcs[og.output];
-    const LoweredFunc *maskedTmax = &k.funcs[og.masked().tmax],
-                      *maskedScore = &k.funcs[og.masked().score],
+    const LoweredFunc *maskedScore = &k.funcs[og.masked().score],
                       *maskedTexp = &k.funcs[og.masked().texp];
     OnlinePattern g;
     g.group = gi;
     std::vector<const LoweredFunc *> scores;
     for (const OnlineChain &c : og.chains)
       scores.push_back(&k.funcs[c.score]);
-    // Rows: tmax's indices but the tile; the query is the innermost of them.
-    std::vector<std::string> rows(maskedTmax->varNames.begin(), maskedTmax->varNames.end() - 1);
+    // Rows: the score's indices but the key; the query is the innermost of them.
+    std::vector<std::string> rows;
+    for (size_t i = 0; i < maskedScore->varNames.size(); ++i)
+      if ((int)i != maskedTexp->softmaxAxes[0])
+        rows.push_back(maskedScore->varNames[i]);
     if (!rows.empty())
       g.queryVar = rows.back();
     const std::string &last = o.varNames.empty() ? std::string() : o.varNames.back();

@@ -17,6 +17,7 @@
 #include "dense_padding_mask.attnc.h"
 #include "dense_positional_encoding.attnc.h"
 #include "dense_relative_bias.attnc.h"
+#include "dense_sink_attention.attnc.h"
 #include "dense_t2t_attention.attnc.h"
 
 #include "attnc/dsl/FrontEnd.h"
@@ -495,6 +496,43 @@ TEST(DenseNumerics, AttnMaskAdditiveLargeScoresStayFinite) {
   checkAdditive({1, 2, 19, 33, 16}, -1, Scores::Huge, 161);
   checkAdditive({2, 1, 11, 17, 16}, 4, Scores::Offset, 165);
   checkAdditive({1, 2, 1, 9, 5}, -1, Scores::Offset, 169);
+}
+
+// --- 13. sink_attention ------------------------------------------------------------------------
+
+// Causal attention with one sink logit per head, against the fp64 reference written from the
+// formula. Sinks drawn N(0, 2^2) sit inside the scores' range; the extreme ones below test a sink
+// that takes almost all the weight (+30), one that takes none (-30) and -inf (plain causal).
+Outcome checkSinks(QkvShape s, const std::vector<float> &sinkValues, Scores m, unsigned seed) {
+  In q, k, v = randn({s.B, s.H, s.Nq, s.D}, seed + 2);
+  drawQK(m, {s.B, s.H, s.Nq, s.D}, {s.B, s.H, s.Nq, s.D}, seed, &q, &k);
+  In sinks = randn({s.H}, seed + 3, 2.f);
+  for (size_t h = 0; h < sinkValues.size() && h < sinks.f.size(); ++h)
+    sinks.f[h] = sinkValues[h];
+  return check(
+      attnc_kernels::sink_attention(), "sink_attention.attn", "sink_attention", {q, k, v, sinks},
+      {s.B, s.H, s.Nq, s.D},
+      [&](auto tag) {
+        using T = decltype(tag);
+        return attnc_ref::sink_attention<T>(q.fp(), k.fp(), v.fp(), sinks.fp(), s.B, s.H, s.Nq,
+                                            s.D);
+      },
+      name("sink_attention", s.B, s.H, s.Nq, s.D) + scoresLabel(m));
+}
+
+TEST(DenseNumerics, SinkAttention) {
+  for (QkvShape s : {QkvShape{2, 3, 17, 17, 8}, QkvShape{1, 1, 1, 1, 5}, QkvShape{3, 1, 6, 6, 3}})
+    checkSinks(s, {}, Scores::Normal, 171);
+  // Past one 128-key tile: whole tiles (256) and a shifted last tile (300), D = 64 and not.
+  for (QkvShape s : {QkvShape{1, 2, 256, 256, 64}, QkvShape{2, 1, 300, 300, 16}})
+    checkSinks(s, {}, Scores::Normal, 173);
+}
+
+TEST(DenseNumerics, SinkAttentionExtremeSinks) {
+  const float inf = std::numeric_limits<float>::infinity();
+  checkSinks({2, 4, 40, 40, 16}, {30.f, -30.f, -inf, 0.f}, Scores::Normal, 175);
+  checkSinks({1, 4, 140, 140, 16}, {30.f, -30.f, -inf, 0.f}, Scores::Normal, 177);
+  checkSinks({1, 2, 33, 33, 16}, {1e4f, -inf}, Scores::Offset, 179);
 }
 
 } // namespace

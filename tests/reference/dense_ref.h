@@ -334,4 +334,42 @@ std::vector<T> attn_mask_additive(const float *q, const float *k, const float *v
                               [&](int, int, int i, int j) { return T(bias[(size_t)i * Nk + j]); });
 }
 
+// 13. Attention sinks (gpt-oss): causal attention whose softmax has one more logit per head,
+//     sinks[h], in each row's normalisation and no value for it:
+//     o_i = sum_{j <= i} exp(s_ij - m) v_j / (exp(sinks_h - m) + sum_{j <= i} exp(s_ij - m)),
+//     m = max(sinks_h, max_{j <= i} s_ij), s_ij = q_i . k_j / sqrt(D). A -inf sink adds nothing.
+//     q/k/v/o [B, H, N, D], sinks [H]
+template <typename T>
+std::vector<T> sink_attention(const float *q, const float *k, const float *v, const float *sinks,
+                              int B, int H, int N, int D) {
+  std::vector<T> out((size_t)B * H * N * D);
+  std::vector<T> w(N);
+  const T scale = detail::invSqrt<T>(D);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h) {
+      const size_t base = ((size_t)b * H + h) * N * D;
+      const T sink = T(sinks[h]);
+      for (int i = 0; i < N; ++i) {
+        T mx = sink;
+        for (int j = 0; j <= i; ++j) {
+          T dot = 0;
+          for (int d = 0; d < D; ++d)
+            dot += T(q[base + (size_t)i * D + d]) * T(k[base + (size_t)j * D + d]);
+          w[j] = dot * scale;
+          mx = std::max(mx, w[j]);
+        }
+        T sum = sink == T(-INFINITY) ? T(0) : std::exp(sink - mx);
+        for (int j = 0; j <= i; ++j)
+          sum += (w[j] = std::exp(w[j] - mx));
+        for (int e = 0; e < D; ++e) {
+          T acc = 0;
+          for (int j = 0; j <= i; ++j)
+            acc += w[j] * T(v[base + (size_t)j * D + e]);
+          out[base + (size_t)i * D + e] = acc / sum;
+        }
+      }
+    }
+  return out;
+}
+
 } // namespace attnc_ref

@@ -17,6 +17,7 @@ void benchSdpa(const Options &o, std::vector<CaseResult> *out);
 void benchCausal(const Options &o, std::vector<CaseResult> *out);
 void benchPaddingMask(const Options &o, std::vector<CaseResult> *out);
 void benchMhsa(const Options &o, std::vector<CaseResult> *out);
+void benchSigmoid(const Options &o, std::vector<CaseResult> *out);
 // entries_vision.cpp
 void benchMsda(const Options &o, std::vector<CaseResult> *out);
 void benchMsDeformAttnCore(const Options &o, std::vector<CaseResult> *out);
@@ -29,6 +30,7 @@ inline const std::vector<Variant> &variants() {
       {"causal_attention", benchCausal},
       {"padding_mask", benchPaddingMask},
       {"mhsa", benchMhsa},
+      {"sigmoid_attention", benchSigmoid},
       {"msda", benchMsda},
       {"ms_deform_attn_core", benchMsDeformAttnCore},
       {"deform_attn", benchDeformAttn},

@@ -1,4 +1,4 @@
-// attn-bench entries of the dense family: sdpa, causal_attention and mhsa.
+// attn-bench entries of the dense family: sdpa, causal_attention, mhsa and sigmoid_attention.
 #include "entries.h"
 
 #include "bench_causal_attention.attnc.h"
@@ -7,6 +7,8 @@
 #include "bench_padding_mask.attnc.h"
 #include "bench_sdpa.attnc.h"
 #include "bench_sdpa_none.attnc.h"
+#include "bench_sigmoid_attention.attnc.h"
+#include "bench_sigmoid_attention_unfused.attnc.h"
 #ifdef ATTN_BENCH_AUTOSCHEDULED
 #include "bench_causal_attention_adams2019.attnc.h"
 #include "bench_causal_attention_mullapudi2016.attnc.h"
@@ -21,8 +23,10 @@
 #include "reference/dense_ref.h"
 #include "reference/sdpa_ref.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 namespace attn_bench {
 namespace {
@@ -213,6 +217,48 @@ void benchMhsa(const Options &o, std::vector<CaseResult> *out) {
                                     c.inputs[3].fp(), c.inputs[4].fp(), s.B, s.N, s.C, s.H, Dh);
     };
     c.torchEntry = "mhsa";
+    out->push_back(runCase(c, o));
+  }
+}
+
+// Sigmoid attention (an unnormalised weighting, streamed over key tiles like the online softmax):
+// the same two contractions as SDPA, 4*B*H*Nq*Nk*D, with a sigmoid per score in place of the
+// softmax. SDPA runs on the same q, k, v in turns with it (the fused softmax's cost for the same
+// contractions), and so does the unfused plan (scores at root, cpu-generic) the kernel had before.
+void benchSigmoid(const Options &o, std::vector<CaseResult> *out) {
+  for (const AttnShape &s : attnShapes(o)) {
+    Case c = attnCase("sigmoid_attention", s, 30);
+    c.flopFormula = "4*B*H*Nq*Nk*D";
+    c.flops = 4.0 * s.B * s.H * (double)s.N * s.N * s.D;
+    c.kernel = &attnc_kernels::bench_sigmoid_attention();
+    c.schedules.push_back({"unfused (scores at root, cpu-generic)",
+                           &attnc_kernels::bench_sigmoid_attention_unfused()});
+    c.unmasked = &attnc_kernels::bench_sdpa(), c.unmaskedName = "sdpa", c.unmaskedInputs = 3;
+    c.reference = [&c, s] {
+      // sigmoid(q k^T / sqrt(D) - log(N)) v, in double per output row.
+      const float *q = c.inputs[0].fp(), *k = c.inputs[1].fp(), *v = c.inputs[2].fp();
+      std::vector<float> o((size_t)s.B * s.H * s.N * s.D);
+      std::vector<double> acc(s.D);
+      const double scale = 1.0 / std::sqrt((double)s.D), bias = std::log((double)s.N);
+      for (int bh = 0; bh < s.B * s.H; ++bh)
+        for (int i = 0; i < s.N; ++i) {
+          std::fill(acc.begin(), acc.end(), 0.0);
+          const float *qi = q + ((size_t)bh * s.N + i) * s.D;
+          for (int j = 0; j < s.N; ++j) {
+            const float *kj = k + ((size_t)bh * s.N + j) * s.D;
+            const float *vj = v + ((size_t)bh * s.N + j) * s.D;
+            double dot = 0;
+            for (int d = 0; d < s.D; ++d)
+              dot += (double)qi[d] * kj[d];
+            double w = 1.0 / (1.0 + std::exp(-(dot * scale - bias)));
+            for (int d = 0; d < s.D; ++d)
+              acc[d] += w * vj[d];
+          }
+          for (int d = 0; d < s.D; ++d)
+            o[((size_t)bh * s.N + i) * s.D + d] = (float)acc[d];
+        }
+      return o;
+    };
     out->push_back(runCase(c, o));
   }
 }

@@ -7,6 +7,7 @@
 # {"median_s": ..., "runs": ..., "threads": ...}. Each function is the seed's PyTorch code for the
 # variant (the formulation its users run), adapted to the kernel's input layouts only.
 import json
+import math
 import os
 import sys
 import time
@@ -22,6 +23,12 @@ def sdpa(q, k, v):
 
 def causal_attention(q, k, v):
     return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def sigmoid_attention(q, k, v):
+    # Ramapuram et al. (2024): sigmoid(q k^T / sqrt(D) + b) v with b = -log(Nk), eager.
+    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]) - math.log(k.shape[-2])
+    return torch.sigmoid(s) @ v
 
 
 def padding_mask(q, k, v, key_padding_mask):
@@ -134,7 +141,7 @@ def dat_attn(x, w_q, b_q, w_dw, b_dw, ln_g, ln_b, w_off, w_k, b_k, w_v, b_v, rpe
     return F.conv2d(out, w_o[:, :, None, None], b_o).permute(0, 2, 3, 1)
 
 
-ENTRIES = {f.__name__: f for f in (sdpa, causal_attention, padding_mask, mhsa, msda, ms_deform_attn_core, deform_attn, dat_attn)}
+ENTRIES = {f.__name__: f for f in (sdpa, causal_attention, padding_mask, mhsa, sigmoid_attention, msda, ms_deform_attn_core, deform_attn, dat_attn)}
 
 
 def main():

@@ -27,10 +27,11 @@ enum class FuncRole {
   // the tile parts come twice: `<o>__<part>_full` for fully visible tiles, without the mask:
   OnlineScore,     // `<o>__score`: the scores, masked ones -inf (inlined)
   OnlineTileMax,   // `<o>__tmax`(rows, t): the tile's max score
-  OnlineTileExp,   // `<o>__texp`(rows, r, t): exp(score - its tile's max)
+  OnlineTileExp,   // `<o>__texp`(rows, r, t): exp(score - its tile's max); unnormalised, the weight
   OnlineTileSum,   // `<o>__tsum`(rows, t): sum of the tile's exps
   OnlineTileValue, // `<o>__tpv`(indices, t): sum over the tile of exp times value
   OnlineState,     // `<o>__state`(indices): (running max, sum, accumulator), one update per tile
+                   // (unnormalised: the accumulator alone)
   Online,          // `<o>`: accumulator / sum (0 for a row with no unmasked key)
 };
 const char *funcRoleName(FuncRole r);
@@ -81,8 +82,12 @@ struct TileVisits {
 
 // One chain of an online softmax's tile Funcs (the FuncRoles Online*): a tile's scores, max, exps,
 // exp sum and exps times values, computed once per step of the state update that folds them.
+// An unnormalised group's chains (OnlineGroup::normalized false) have no max and no exp sum:
+// tmax and tsum are kNoFunc, texp holds the weights.
+inline constexpr FuncIndex kNoFunc = ~FuncIndex(0);
+
 struct OnlineChain {
-  FuncIndex score = 0, tmax = 0, texp = 0, tsum = 0, tpv = 0;
+  FuncIndex score = 0, tmax = kNoFunc, texp = 0, tsum = kNoFunc, tpv = 0;
   // The state update that folds these tiles: its index in OnlineGroup::chains, and the state's
   // rvars[stage] is that update's tile index.
   int stage = 0;
@@ -99,6 +104,9 @@ struct OnlineGroup {
   // In the order of the state's updates: under exact mask bounds (or key ranges with fully visible
   // tiles) the chain of fully visible tiles first, then the masked one; otherwise the masked one.
   std::vector<OnlineChain> chains;
+  // A softmax (running max, exp sum, rescaling); false for an `unnormalized` op, whose state is a
+  // plain sum of the tiles' weighted values.
+  bool normalized = true;
   // `<o>__tkeys` and `<o>__tranges` (a key padding mask's visible keys and tile ranges), read by
   // the state's domain predicates: Halide has no loop level inside a predicate to compute them
   // at, so every schedule computes them at root.

@@ -218,6 +218,33 @@ LogicalResult DefineOp::verify() {
   return success();
 }
 
+// A sink region: the softmax's indices as arguments, of which the key `axes` are unused (the sink
+// is one logit per row), yielding one f32.
+static LogicalResult verifySink(Operation *op, Region &sink, size_t numIndices,
+                                ArrayRef<int64_t> axes, ArrayAttr names) {
+  if (sink.empty())
+    return success();
+  Block &block = sink.front();
+  if (block.getNumArguments() != numIndices)
+    return op->emitOpError("sink region has ")
+           << block.getNumArguments() << " arguments but the softmax has " << numIndices
+           << " indices";
+  for (BlockArgument a : block.getArguments())
+    if (!a.getType().isIndex())
+      return op->emitOpError("region arguments must be of type index");
+  for (int64_t a : axes)
+    if (a >= 0 && a < (int64_t)numIndices && !block.getArgument(a).use_empty()) {
+      auto name = a < (int64_t)names.size() ? dyn_cast<StringAttr>(names[a]) : StringAttr();
+      return op->emitOpError("sink uses the softmax axis ")
+             << (name ? "'" + name.getValue().str() + "'" : std::to_string(a))
+             << "; a sink is one value per row";
+    }
+  auto y = cast<YieldOp>(block.getTerminator());
+  if (y.getValues().size() != 1 || !y.getValues()[0].getType().isF32())
+    return y.emitOpError("in the sink region yields one f32 value");
+  return success();
+}
+
 void SoftmaxOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
   setNameFn(getResult(), getName());
 }
@@ -244,14 +271,14 @@ LogicalResult SoftmaxOp::verify() {
     if (!seen.insert(a).second)
       return emitOpError("axis ") << a << " appears twice";
   }
-  return success();
+  return verifySink(*this, getSink(), getExtents().size(), axes, getIndices());
 }
 
 void OnlineSoftmaxOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
   setNameFn(getResult(), getName());
 }
 void OnlineSoftmaxOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setNameFn) {
-  if (&region == &getScore())
+  if (&region == &getScore() || &region == &getSink())
     return nameBlockArgs(region, getScoreIndices(), setNameFn);
   nameBlockArgs(region, getIndices(), setNameFn);
   unsigned key = getKeyPosition();
@@ -318,7 +345,11 @@ LogicalResult OnlineSoftmaxOp::verify() {
   auto vy = cast<YieldOp>(value.getTerminator());
   if (vy.getValues().size() != 1 || !vy.getValues()[0].getType().isF32())
     return vy.emitOpError("in the value region yields one f32 value");
-  return success();
+  if (getUnnormalized() && hasSink())
+    return emitOpError(
+        "is unnormalized: a sink joins a softmax's normalisation, and there is none");
+  int64_t key = getKeyPosition();
+  return verifySink(*this, getSink(), rows.size(), ArrayRef<int64_t>(key), getScoreIndices());
 }
 
 void ReduceOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setNameFn) {

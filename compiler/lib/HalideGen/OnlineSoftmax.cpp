@@ -13,8 +13,13 @@ namespace attnc::lowering {
 // already counted, so every read is its tile's first key plus the slot, never a per-key clamp
 // (clamped keys vectorise to gathers that Halide could not partition away under a mask). With
 // fewer keys than slots (Nk < T) base is 0 and slots past the last key are masked.
+//
+// Unnormalised (`unnormalized`: sigmoid or ReLU attention's weights), a chain has no max and no
+// exp sum: `__texp` holds the tile's weights (0 in slots the tile does not count) and the state is
+// a plain accumulator of the tiles' `__tpv`.
 void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   const std::string name = op.getName().str();
+  const bool weights = op.getUnnormalized();
   const int T = (int)op.getTile();
   const int queryGroup = (int)op.getQueryGroup();
   std::vector<std::string> varNames = strings(op.getIndices());
@@ -91,7 +96,7 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
       senv[arg] = var;
     H::Expr sv = H::cast<float>(eval(sy.getValues()[0], senv));
     if (masked && sy.getValues().size() == 2)
-      sv = H::select(eval(sy.getValues()[1], senv), sv, lo);
+      sv = H::select(eval(sy.getValues()[1], senv), sv, weights ? H::Expr(0.0f) : lo);
     score.func(scoreArgs(key)) = sv;
     return score;
   };
@@ -116,9 +121,9 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   };
   auto makeChain = [&](const std::string &sfx, bool full) {
     Chain c{scoreFunc("score" + sfx, !full),
-            part("tmax" + sfx, FuncRole::OnlineTileMax),
+            weights ? LoweredFunc() : part("tmax" + sfx, FuncRole::OnlineTileMax),
             part("texp" + sfx, FuncRole::OnlineTileExp),
-            part("tsum" + sfx, FuncRole::OnlineTileSum),
+            weights ? LoweredFunc() : part("tsum" + sfx, FuncRole::OnlineTileSum),
             part("tpv" + sfx, FuncRole::OnlineTileValue),
             full};
     // The first key of tile t, the key in slot r (min(r, Nk - 1) only bites when Nk < T), and
@@ -129,32 +134,38 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     auto keyAt = [&](H::Expr t, H::Expr r) { return base(t) + H::min(r, Nk - 1); };
     auto scoreAt = [&](H::Expr t, H::Expr r) {
       H::Expr s = c.score.func(scoreArgs(keyAt(t, r)));
-      return full ? s : H::select(r >= t * T - base(t) && r < Nk, s, lo);
+      return full ? s : H::select(r >= t * T - base(t) && r < Nk, s, weights ? H::Expr(0.0f) : lo);
     };
 
-    c.tmax.vars = rowVars, c.tmax.varNames = rowNames;
-    c.tmax.vars.push_back(kt), c.tmax.varNames.push_back(tileName);
-    H::RDom rm = tileRDom(c.tmax.name);
-    c.tmax.func(rowsTile(kt)) = lo;
-    c.tmax.func(rowsTile(kt)) = H::max(c.tmax.func(rowsTile(kt)), scoreAt(kt, rm));
-    c.tmax.rvars = {rm[0]}, c.tmax.rvarNames = {keyName}, c.tmax.reduceKind = "max";
+    if (weights) {
+      c.texp.vars = svars, c.texp.varNames = snames;
+      c.texp.vars.push_back(kt), c.texp.varNames.push_back(tileName);
+      c.texp.func(texpArgs(key, kt)) = scoreAt(kt, key);
+    } else {
+      c.tmax.vars = rowVars, c.tmax.varNames = rowNames;
+      c.tmax.vars.push_back(kt), c.tmax.varNames.push_back(tileName);
+      H::RDom rm = tileRDom(c.tmax.name);
+      c.tmax.func(rowsTile(kt)) = lo;
+      c.tmax.func(rowsTile(kt)) = H::max(c.tmax.func(rowsTile(kt)), scoreAt(kt, rm));
+      c.tmax.rvars = {rm[0]}, c.tmax.rvarNames = {keyName}, c.tmax.reduceKind = "max";
 
-    // The exps by slot (the score's indices with the slot at the key's place) and tile, against
-    // the tile's own max (<= 0, so no overflow). A -inf score (masked, or so in the data) gives
-    // exp(-inf) = 0; the max is kept finite so that a tile with every score -inf gives 0, not
-    // NaN. (No select on the score: Halide cannot skip the tile Funcs of a tile that a key range
-    // excludes when a condition reads a Func they compute.)
-    c.texp.vars = svars, c.texp.varNames = snames;
-    c.texp.vars.push_back(kt), c.texp.varNames.push_back(tileName);
-    H::Expr sk = scoreAt(kt, key);
-    c.texp.func(texpArgs(key, kt)) =
-        nanExp(sk - H::max(c.tmax.func(rowsTile(kt)), finite)) * tileScale;
+      // The exps by slot (the score's indices with the slot at the key's place) and tile, against
+      // the tile's own max (<= 0, so no overflow). A -inf score (masked, or so in the data) gives
+      // exp(-inf) = 0; the max is kept finite so that a tile with every score -inf gives 0, not
+      // NaN. (No select on the score: Halide cannot skip the tile Funcs of a tile that a key range
+      // excludes when a condition reads a Func they compute.)
+      c.texp.vars = svars, c.texp.varNames = snames;
+      c.texp.vars.push_back(kt), c.texp.varNames.push_back(tileName);
+      H::Expr sk = scoreAt(kt, key);
+      c.texp.func(texpArgs(key, kt)) =
+          nanExp(sk - H::max(c.tmax.func(rowsTile(kt)), finite)) * tileScale;
 
-    c.tsum.vars = c.tmax.vars, c.tsum.varNames = c.tmax.varNames;
-    H::RDom rs = tileRDom(c.tsum.name);
-    c.tsum.func(rowsTile(kt)) = 0.0f;
-    c.tsum.func(rowsTile(kt)) += c.texp.func(texpArgs(rs, kt));
-    c.tsum.rvars = {rs[0]}, c.tsum.rvarNames = {keyName}, c.tsum.reduceKind = "sum";
+      c.tsum.vars = c.tmax.vars, c.tsum.varNames = c.tmax.varNames;
+      H::RDom rs = tileRDom(c.tsum.name);
+      c.tsum.func(rowsTile(kt)) = 0.0f;
+      c.tsum.func(rowsTile(kt)) += c.texp.func(texpArgs(rs, kt));
+      c.tsum.rvars = {rs[0]}, c.tsum.rvarNames = {keyName}, c.tsum.reduceKind = "sum";
+    }
 
     c.tpv.vars = vars, c.tpv.varNames = varNames;
     c.tpv.vars.push_back(kt), c.tpv.varNames.push_back(tileName);
@@ -364,7 +375,10 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   // (output so far, sum of exps, max). Each element reads only itself and the elements after
   // it: Halide stores a Tuple update's elements in order, and under strict floats it does not
   // see that an element reads an earlier one (FloatSemantics.cpp checks the order).
-  state.func(stArgs) = H::Tuple(0.0f, 0.0f, lo);
+  if (weights)
+    state.func(stArgs) = 0.0f;
+  else
+    state.func(stArgs) = H::Tuple(0.0f, 0.0f, lo);
   // What the state reads at (group, row in group): the row itself, kept inside the query range
   // for the last group's rows past its end (their state is computed and never read).
   std::vector<H::Expr> rowExprs = toExprs(vars);
@@ -401,6 +415,11 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
       rt.where(!split ? vis : c.full ? full : ranges.empty() ? vis && !full : vis);
       state.maskBounded = grouped;
     }
+    if (weights) {
+      state.func(stArgs) = state.func(stArgs) + c.tpv.func(stateIndices(rt));
+      state.rvars.push_back(rt[0]), state.rvarNames.push_back(tileName);
+      continue;
+    }
     H::Expr acc = state.func(stArgs)[0], l = state.func(stArgs)[1], mo = state.func(stArgs)[2];
     H::Expr mt = c.tmax.func(stateRows(rt));
     // One exp per step: exp(-|old - tile max|) rescales whichever of the two is smaller. Maxes
@@ -422,6 +441,7 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   }
   OnlineGroup group;
   group.name = name;
+  group.normalized = !weights;
   group.tile = T, group.keyCount = Nk, group.grouped = grouped, group.queryGroup = queryGroup;
   group.keyRanged = !ranges.empty() || keyLo.defined();
   for (size_t k = 0; k < vars.size(); ++k)
@@ -457,7 +477,28 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     outState.insert(outState.begin() + rq, i / queryGroup);
   }
   outState = reversed(outState);
-  out.func(reversed(toExprs(vars))) = guarded(op.getResult(), state.func(outState)[0]);
+  H::Expr result = weights ? H::Expr(state.func(outState)) : state.func(outState)[0];
+  if (op.hasSink()) {
+    // The sink joins the normalisation once, after the last tile: the state's output is the
+    // mean of the values weighted by the keys' exps (their sum l, relative to the running max m,
+    // scaled by tileScale as every tile's exps are), so with the sink's exp added to the sum it
+    // is scaled by l / (l + exp(sink - m)), both exps taken against max(m, sink) so that neither
+    // overflows. Folding at the end, not in the state, leaves the tile loops and their skipping
+    // as they are; a row that saw no key (l = 0, every tile skipped or masked) stays 0.
+    Block &kb = op.getSink().front();
+    Env kenv;
+    for (size_t k = 0; k < rowsMap.size(); ++k)
+      kenv[kb.getArgument(k)] = rowsMap[k] < 0 ? H::Expr(0) : H::Expr(vars[rowsMap[k]]);
+    H::Expr sink =
+        H::cast<float>(eval(cast<attn::YieldOp>(kb.getTerminator()).getValues()[0], kenv));
+    H::Expr l = state.func(outState)[1], m = H::max(state.func(outState)[2], finite);
+    H::Expr top = H::max(m, sink);
+    // (A -inf sink adds exp(-inf) = 0: the factor is l / l = 1. A NaN or +inf sink makes its
+    // exp NaN and the row NaN, as in the unfused softmax.)
+    H::Expr kept = l * nanExp(m - top), den = kept + tileScale * nanExp(sink - top);
+    result = H::select(l == 0.0f, 0.0f, result * (kept / den));
+  }
+  out.func(reversed(toExprs(vars))) = guarded(op.getResult(), result);
 
   funcNames_[op.getResult()] = name;
   auto add = [&](LoweredFunc &f) {
@@ -466,8 +507,14 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   };
   for (auto [stage, c] : llvm::enumerate(chains)) {
     OnlineChain oc;
-    oc.score = add(c.score), oc.tmax = add(c.tmax), oc.texp = add(c.texp);
-    oc.tsum = add(c.tsum), oc.tpv = add(c.tpv);
+    oc.score = add(c.score);
+    // (Producers first: the exps read the tile max, the sum reads the exps.)
+    if (!weights)
+      oc.tmax = add(c.tmax);
+    oc.texp = add(c.texp);
+    if (!weights)
+      oc.tsum = add(c.tsum);
+    oc.tpv = add(c.tpv);
     oc.stage = (int)stage, oc.full = c.full;
     group.chains.push_back(oc);
   }

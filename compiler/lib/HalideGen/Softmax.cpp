@@ -65,10 +65,21 @@ void Lowerer::lowerSoftmax(attn::SoftmaxOp op) {
     axisDim[axes[k]] = (int)k;
   std::vector<H::Expr> dims = toExprs(vars);
 
+  // A sink (one logit per row, attention sinks) starts the max and the sum, as an entry would
+  // that no probability is computed for. Inlined where it is used: it is one read per row.
+  H::Expr sink;
+  if (op.hasSink()) {
+    Block &kb = op.getSink().front();
+    Env kenv;
+    for (auto [arg, var] : llvm::zip(kb.getArguments(), vars))
+      kenv[arg] = var;
+    sink = H::cast<float>(eval(cast<attn::YieldOp>(kb.getTerminator()).getValues()[0], kenv));
+  }
+
   LoweredFunc mx = reductionPart("max", FuncRole::SoftmaxMax, "max");
   H::RDom rm = makeRDom(axisExtents, ArrayAttr::get(op.getContext(), axisNames), env, mx.name);
   mx.maskBounded = restrictToBounds(rm, op, axisDim, dims);
-  mx.func(rows) = H::Float(32).min();
+  mx.func(rows) = sink.defined() ? sink : H::Float(32).min();
   mx.func(rows) = H::max(mx.func(rows), score.func(atAxes(rm)));
   for (int i = 0; i < rm.dimensions(); ++i)
     mx.rvars.push_back(rm[i]);
@@ -87,7 +98,12 @@ void Lowerer::lowerSoftmax(attn::SoftmaxOp op) {
   LoweredFunc sm = reductionPart("sum", FuncRole::SoftmaxSum, "sum");
   H::RDom rs = makeRDom(axisExtents, ArrayAttr::get(op.getContext(), axisNames), env, sm.name);
   sm.maskBounded = restrictToBounds(rs, op, axisDim, dims);
-  sm.func(rows) = 0.0f;
+  // exp(sink - max) <= 1: the max includes the sink. A -inf sink adds nothing (and its max may
+  // be -inf too); a NaN or +inf one makes the row NaN, as such a score does. A row whose entries
+  // are all masked then has sum exp(0) = 1 and zeros, as without a sink.
+  sm.func(rows) = sink.defined()
+                      ? H::select(sink == H::Float(32).min(), 0.0f, nanExp(sink - mx.func(rows)))
+                      : H::Expr(0.0f);
   sm.func(rows) += ex.func(atAxes(rs));
   for (int i = 0; i < rs.dimensions(); ++i)
     sm.rvars.push_back(rs[i]);

@@ -196,6 +196,12 @@ private:
       if (mask)
         yields.push_back(mask);
       b_.create<attn::YieldOp>(loc(sm.loc), yields);
+      if (sm.sink) {
+        indexBlock(op.getSink(), def.indices);
+        reduceStack_.clear();
+        Value sink = toFloat(gen(*sm.sink));
+        b_.create<attn::YieldOp>(loc(sm.sink->loc), ValueRange{sink});
+      }
     } else {
       auto op = b_.create<attn::DefineOp>(l, type, def.name, ext, indexNames(def.indices));
       result = op;

@@ -167,15 +167,15 @@ std::optional<Match> match(attn::SoftmaxOp p, std::string &why) {
   return m;
 }
 
-int64_t chooseTile(attn::SoftmaxOp p, int64_t forced) {
+// Keys per tile for a key axis of extent `ext` in the kernel holding `at`.
+int64_t chooseTile(Value ext, Operation *at, int64_t forced) {
   if (forced > 0)
     return forced;
-  Value ext = p.getExtents()[p.getAxes()[0]];
   int64_t n = -1;
   if (auto c = ext.getDefiningOp<arith::ConstantIndexOp>())
     n = c.value();
   else if (auto d = ext.getDefiningOp<attn::DimOp>()) {
-    auto kernel = p->getParentOfType<attn::KernelOp>();
+    auto kernel = at->getParentOfType<attn::KernelOp>();
     if (auto est = kernel->getAttrOfType<DictionaryAttr>(kEstimatesAttr))
       if (auto v = est.getAs<IntegerAttr>(d.getSize()))
         n = v.getInt();
@@ -277,6 +277,8 @@ void rewrite(Match &m, int64_t tile, int64_t queryGroup) {
                                             keyExtent, m.def.getIndices(), m.p.getIndices(), m.rows,
                                             tile, queryGroup);
   op.getScore().takeBody(m.p.getBody());
+  if (m.p.hasSink())
+    op.getSink().takeBody(m.p.getSink());
   if (auto bounds = m.p->getAttr(attn::kBoundsAttr))
     op->setAttr(attn::kBoundsAttr, bounds);
   // What earlier passes recorded on the definition (attn.sample_order) stays visible.
@@ -307,6 +309,197 @@ void rewrite(Match &m, int64_t tile, int64_t queryGroup) {
     m.red.erase();
   }
   m.p.erase();
+}
+
+// Unnormalised weightings (#20): `o(..) = sum(j) w(.., j) * v(.., j, ..)` whose weight applies a
+// function to a score contraction read at the key, as sigmoid attention's
+// `sigmoid(s(b, h, i, j) - c)` or ReLU attention's `relu(s(b, h, i, j))`. As written, HalideGen
+// computes the scores at root (an Nq x Nk buffer, 32 MiB at B1 H8 N1024) and the sum reads them
+// back: 3-9x SDPA's time. Fused into an `unnormalized` attn.online_softmax, the key tiles compute
+// one query tile's scores and weights at a time, as for a softmax, into a plain accumulator.
+// A weight linear in the score (the score itself, a product of two projections, an MLP's second
+// GEMM, a scaled projection) is a GEMM, left to the generic rule; so is a sum whose weight reads
+// no contraction at the key.
+struct WeightMatch {
+  attn::DefineOp def;
+  attn::ReduceOp red;
+  Value weight, factor;
+  SmallVector<int64_t> rows; // the definition's indices the weight reads, in order
+};
+
+// Whether `w` reads, at the key `key`, a definition computed by a reduction (a score
+// contraction), or computes such a reduction itself, looking through the ops of `scope`'s regions.
+bool readsScoreAt(Value w, Value key, Operation *scope) {
+  SmallVector<Value> work{w};
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val().getDefiningOp();
+    if (!op || !scope->isProperAncestor(op) || !seen.insert(op).second)
+      continue;
+    if (isa<attn::ReduceOp>(op) && dependsOn(op->getResult(0), key))
+      return true;
+    if (auto rd = dyn_cast<attn::ReadOp>(op))
+      if (auto src = rd.getTensor().getDefiningOp<attn::DefineOp>()) {
+        bool contraction = false;
+        src.getBody().walk([&](attn::ReduceOp) { contraction = true; });
+        if (contraction && llvm::is_contained(rd.getIndices(), key))
+          return true;
+      }
+    op->walk([&](Operation *inner) {
+      work.append(inner->getOperands().begin(), inner->getOperands().end());
+    });
+  }
+  return false;
+}
+
+// Whether `w` applies a non-linear function (anything but + - * / and negation: an exp, a
+// comparison, a select, a max) to a value that reads a score at the key. A weight linear in the
+// score (`q(i, d) * rsqrt(D)` read along d, a projection scaled) makes the sum a chain of GEMMs,
+// which the generic rule blocks; it is a nonlinearity that forces the scores to be materialised.
+bool nonlinearInScore(Value w, Value key, Operation *scope) {
+  SmallVector<Value> work{w};
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val().getDefiningOp();
+    if (!op || !scope->isProperAncestor(op) || !seen.insert(op).second ||
+        isa<attn::ReadOp, attn::ReduceOp>(op))
+      continue;
+    if (!isa<arith::MulFOp, arith::AddFOp, arith::SubFOp, arith::NegFOp, arith::DivFOp>(op) &&
+        llvm::any_of(op->getOperands(), [&](Value o) { return readsScoreAt(o, key, scope); }))
+      return true;
+    work.append(op->getOperands().begin(), op->getOperands().end());
+  }
+  return false;
+}
+
+// The match; std::nullopt with `why` empty when the sum is no candidate at all, with the reason
+// when it is one that cannot be fused.
+std::optional<WeightMatch> matchWeighted(attn::ReduceOp red, std::string &why) {
+  WeightMatch m;
+  m.red = red;
+  m.def = dyn_cast<attn::DefineOp>(red->getParentOp());
+  if (!m.def || red.getKind() != "sum" || red.getExtents().size() != 1)
+    return std::nullopt;
+  Block &rb = red.getBody().front();
+  BlockArgument key = rb.getArgument(0);
+  auto mul = cast<attn::YieldOp>(rb.getTerminator()).getValues()[0].getDefiningOp<arith::MulFOp>();
+  if (!mul)
+    return std::nullopt;
+  for (auto [w, f] : {std::pair{mul.getLhs(), mul.getRhs()}, std::pair{mul.getRhs(), mul.getLhs()}})
+    if (nonlinearInScore(w, key, m.def)) {
+      m.weight = w, m.factor = f;
+      break;
+    }
+  if (!m.weight)
+    return std::nullopt;
+  // A product of a (rows x keys) matrix of weights and a (keys x values) matrix: the factor reads
+  // an index of the definition that the weight does not (the value index). Without one (a layer
+  // norm's variance, sum(k) (x(i, k) - mu(i))^2) it is a row reduction, streamed as it is.
+  Block &db = m.def.getBody().front();
+  if (llvm::none_of(db.getArguments(), [&](BlockArgument a) {
+        return dependsOn(m.factor, a) && !dependsOn(m.weight, a);
+      }))
+    return std::nullopt;
+  bool inner = false, sampled = false;
+  SmallVector<Value> work{m.weight};
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val().getDefiningOp();
+    if (!op || !red->isProperAncestor(op) || !seen.insert(op).second)
+      continue;
+    inner |= isa<attn::ReduceOp>(op);
+    work.append(op->getOperands().begin(), op->getOperands().end());
+  }
+  if (inner) {
+    why = "the weight computes a reduction inside the sum (give the score its own definition)";
+    return std::nullopt;
+  }
+  red.getBody().walk([&](attn::ReadOp rd) { sampled |= gathers(rd); });
+  if (sampled) {
+    why = "the weights or values are sampled at data-dependent positions";
+    return std::nullopt;
+  }
+  Value ext = red.getExtents()[0];
+  if (auto c = ext.getDefiningOp<arith::ConstantIndexOp>(); c && c.value() <= kSmallAxis) {
+    why = "the key has a small constant extent (" + std::to_string(c.value()) + "), kept unfused";
+    return std::nullopt;
+  }
+  if (auto d = ext.getDefiningOp<attn::DimOp>())
+    if (auto est =
+            red->getParentOfType<attn::KernelOp>()->getAttrOfType<DictionaryAttr>(kEstimatesAttr))
+      if (auto n = est.getAs<IntegerAttr>(d.getSize()); n && n.getInt() <= kFewPoints) {
+        why = "the key has few points (" + d.getSize().str() + " = " + std::to_string(n.getInt()) +
+              " by the size estimates), kept unfused";
+        return std::nullopt;
+      }
+  for (BlockArgument a : db.getArguments())
+    if (dependsOn(m.weight, a))
+      m.rows.push_back(a.getArgNumber());
+  if (m.rows.empty()) {
+    why = "the weight reads none of the definition's indices";
+    return std::nullopt;
+  }
+  return m;
+}
+
+// Returns whether the definition itself became the fused op (and is gone).
+bool rewriteWeighted(WeightMatch &m, int64_t tile, int64_t queryGroup) {
+  MLIRContext *ctx = m.def.getContext();
+  OpBuilder b(m.def);
+  Block &db = m.def.getBody().front();
+  auto defYield = cast<attn::YieldOp>(db.getTerminator());
+  bool whole = defYield.getValues()[0] == m.red.getResult() &&
+               m.def.getResult().getType().getElementType().isF32();
+  std::string name = whole ? m.def.getName().str() : partName(m.def);
+  auto type = RankedTensorType::get(m.def.getResult().getType().getShape(), Float32Type::get(ctx));
+  SmallVector<StringRef> scoreNames;
+  SmallVector<int64_t> rows = m.rows;
+  for (int64_t r : m.rows)
+    scoreNames.push_back(cast<StringAttr>(m.def.getIndices()[r]).getValue());
+  scoreNames.push_back(cast<StringAttr>(m.red.getIndices()[0]).getValue());
+  rows.push_back(-1);
+  auto op = b.create<attn::OnlineSoftmaxOp>(m.def.getLoc(), type, name, m.def.getExtents(),
+                                            m.red.getExtents()[0], m.def.getIndices(),
+                                            b.getStrArrayAttr(scoreNames), rows, tile, queryGroup);
+  op.setUnnormalized(true);
+  if (whole)
+    for (NamedAttribute a : m.def->getDiscardableAttrs())
+      if (a.getName().getValue().starts_with("attn."))
+        op->setAttr(a.getName(), a.getValue());
+  BlockArgument key = m.red.getBody().front().getArgument(0);
+  {
+    Block *sb = new Block();
+    op.getScore().push_back(sb);
+    IRMapping map;
+    for (int64_t r : m.rows)
+      map.map(db.getArgument(r), sb->addArgument(b.getIndexType(), m.def.getLoc()));
+    map.map(key, sb->addArgument(key.getType(), key.getLoc()));
+    OpBuilder sbld = OpBuilder::atBlockEnd(sb);
+    Value w = materialize(m.weight, m.def, map, sbld);
+    sbld.create<attn::YieldOp>(m.red.getLoc(), ValueRange{w});
+  }
+  {
+    Block *vb = new Block();
+    op.getValue().push_back(vb);
+    IRMapping map;
+    for (BlockArgument a : db.getArguments())
+      map.map(a, vb->addArgument(a.getType(), a.getLoc()));
+    map.map(key, vb->addArgument(key.getType(), key.getLoc()));
+    OpBuilder vbld = OpBuilder::atBlockEnd(vb);
+    Value f = materialize(m.factor, m.def, map, vbld);
+    vbld.create<attn::YieldOp>(m.red.getLoc(), ValueRange{f});
+  }
+  if (whole) {
+    m.def.getResult().replaceAllUsesWith(op.getResult());
+    m.def.erase();
+  } else {
+    OpBuilder rb(m.red);
+    auto rd = rb.create<attn::ReadOp>(m.red.getLoc(), rb.getF32Type(), op.getResult(),
+                                      ValueRange(db.getArguments()), rb.getStringAttr("none"));
+    m.red.getResult().replaceAllUsesWith(rd.getResult());
+    m.red.erase();
+  }
+  return whole;
 }
 
 // Records on `op` the conjuncts of its mask that depend on the key but not on the query row (a
@@ -372,7 +565,29 @@ struct OnlineSoftmaxPass : impl::OnlineSoftmaxPassBase<OnlineSoftmaxPass> {
         continue;
       }
       p->removeAttr(kOnlineAttr);
-      rewrite(*m, chooseTile(p, tile), queryGroup ? queryGroup : kDefaultOnlineQueryGroup);
+      rewrite(*m, chooseTile(p.getExtents()[p.getAxes()[0]], p, tile),
+              queryGroup ? queryGroup : kDefaultOnlineQueryGroup);
+    }
+    // Weighted sums, a definition at a time (a fused whole definition is erased with its sums).
+    SmallVector<attn::DefineOp> defs;
+    getOperation().walk([&](attn::DefineOp d) { defs.push_back(d); });
+    for (attn::DefineOp d : defs) {
+      SmallVector<attn::ReduceOp> sums;
+      for (Operation &op : d.getBody().front())
+        if (auto r = dyn_cast<attn::ReduceOp>(op))
+          sums.push_back(r);
+      for (attn::ReduceOp r : sums) {
+        std::string why;
+        auto m = matchWeighted(r, why);
+        if (!m) {
+          if (!why.empty())
+            r->setAttr(kOnlineAttr, StringAttr::get(r.getContext(), "not fused: " + why));
+          continue;
+        }
+        if (rewriteWeighted(*m, chooseTile(r.getExtents()[0], r, tile),
+                            queryGroup ? queryGroup : kDefaultOnlineQueryGroup))
+          break;
+      }
     }
     // Every online softmax, fused now or by an earlier run: a recorded analysis is recomputed,
     // never trusted.

@@ -1,6 +1,7 @@
 // Sema's expression checking: the type of every expression and what each name in it refers to.
 #include "SemaInternal.h"
 
+#include <algorithm>
 #include <cassert>
 
 namespace attnc::dsl::sema {
@@ -31,7 +32,40 @@ void KernelSema::checkSoftmax(Expr &e, Definition &def) {
   inSoftmax_ = false;
   if (e.body->type == ScalarType::Bool)
     diags_.error(e.body->loc, "softmax of a condition; scores must be numbers");
+  if (e.sink) {
+    // Checked outside the softmax's scope of `.exclude`: a sink is one value per row, not an
+    // entry that a read could mask out.
+    check(*e.sink);
+    if (e.sink->type == ScalarType::Bool)
+      diags_.error(e.sink->loc, "softmax sink must be a number, found a condition");
+    else if (e.sink->type != ScalarType::Unknown)
+      checkSinkAxes(*e.sink, e, def);
+  }
   e.type = ScalarType::Float;
+}
+
+// The sink joins every row's normalisation once, so it is a function of the row alone: a use of
+// an axis would make it one value per entry (a score, which belongs in the body).
+void KernelSema::checkSinkAxes(const Expr &x, const Expr &softmax, const Definition &def) {
+  if (x.kind == ExprKind::Ident && x.identKind == IdentKind::Index && x.index) {
+    for (const auto &idx : def.indices)
+      if (&idx == x.index && std::find(softmax.softmaxAxes.begin(), softmax.softmaxAxes.end(),
+                                       idx.name) != softmax.softmaxAxes.end()) {
+        diags_.error(x.loc, "softmax sink uses the softmax index '" + idx.name +
+                                "'; a sink is one value per row, so it may use only the other "
+                                "indices, sizes, constants and tensor reads at them");
+        return;
+      }
+  }
+  for (const auto &a : x.args)
+    checkSinkAxes(*a, softmax, def);
+  if (x.body)
+    checkSinkAxes(*x.body, softmax, def);
+  if (x.where)
+    checkSinkAxes(*x.where, softmax, def);
+  for (const auto &d : x.reduceIndices)
+    if (d.range && d.range->lo && d.range->hi)
+      checkSinkAxes(*d.range->lo, softmax, def), checkSinkAxes(*d.range->hi, softmax, def);
 }
 
 namespace {

@@ -24,6 +24,8 @@ size_t countNodes(const Expr &e) {
     n += countNodes(*e.body);
   if (e.where)
     n += countNodes(*e.where);
+  if (e.sink)
+    n += countNodes(*e.sink);
   for (const auto &d : e.reduceIndices)
     if (d.range)
       n += countNodes(*d.range->lo) + countNodes(*d.range->hi);
@@ -49,6 +51,8 @@ void collectNames(const Expr &e, std::set<std::string> &out) {
     collectNames(*e.body, out);
   if (e.where)
     collectNames(*e.where, out);
+  if (e.sink)
+    collectNames(*e.sink, out);
   for (const auto &d : e.reduceIndices) {
     out.insert(d.name);
     if (d.range)
@@ -145,6 +149,8 @@ size_t preparedNodes(const Expr &e) {
     n += preparedNodes(*e.body);
   if (e.where)
     n += preparedNodes(*e.where);
+  if (e.sink)
+    n += preparedNodes(*e.sink);
   for (const auto &d : e.reduceIndices)
     if (d.range)
       n += preparedNodes(*d.range->lo) + preparedNodes(*d.range->hi);
@@ -329,6 +335,8 @@ void KernelSema::finishExpansion(Expr &e) {
     finishExpansion(*e.body);
   if (e.where)
     finishExpansion(*e.where);
+  if (e.sink)
+    finishExpansion(*e.sink);
   for (auto &d : e.reduceIndices) {
     name(d.name);
     if (d.range)

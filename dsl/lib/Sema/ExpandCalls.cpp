@@ -26,6 +26,8 @@ void KernelSema::prepareExpansions() {
     if (rhs.kind == ExprKind::Softmax) {
       if (rhs.where)
         prepare(*rhs.where, 0);
+      if (rhs.sink)
+        prepare(*rhs.sink, 0);
       prepare(*rhs.body, 0);
     } else {
       prepare(rhs, 0);

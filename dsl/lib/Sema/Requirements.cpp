@@ -27,7 +27,8 @@ bool dependsOnCall(const Expr &e) {
   for (const auto &a : e.args)
     if (dependsOnCall(*a))
       return true;
-  return (e.body && dependsOnCall(*e.body)) || (e.where && dependsOnCall(*e.where));
+  return (e.body && dependsOnCall(*e.body)) || (e.where && dependsOnCall(*e.where)) ||
+         (e.sink && dependsOnCall(*e.sink));
 }
 
 // Whether a checked condition reads a tensor or reduces (reads of constant lists do neither).

@@ -205,6 +205,7 @@ private:
   bool inSoftmax_ = false; // checking a softmax score or mask: `.exclude` reads are allowed
   bool reportDeferred(const Deferred &d);
   void checkSoftmax(Expr &e, Definition &def);
+  void checkSinkAxes(const Expr &x, const Expr &softmax, const Definition &def);
   bool requireNumeric(const Expr &e, const std::string &what);
   void check(Expr &e);
   void checkNode(Expr &e);

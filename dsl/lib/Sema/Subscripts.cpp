@@ -167,6 +167,8 @@ public:
       checkSubscripts(*e.body);
     if (e.where)
       checkSubscripts(*e.where);
+    if (e.sink)
+      checkSubscripts(*e.sink);
   }
 
 private:

@@ -138,12 +138,27 @@ def Attn_SoftmaxOp : Attn_DefinitionOp<"softmax"> {
     The region yields the score at a point and, optionally, an `i1` mask. The result at a point
     is exp(score - max) / sum(exp(score - max)) over the `axes`, counting only unmasked points;
     masked points are 0, and a slice with no unmasked point is all zeros (never NaN).
+
+    The optional `sink` region (attention sinks) has the same indices, uses none of the axes and
+    yields an f32 logit per slice that joins the normalisation without an entry of its own: the
+    max is taken over it too and the sum adds exp(sink - max). A slice with no unmasked point is
+    then all zeros as well; a -inf sink is the plain softmax.
+    ```mlir
+    %p = attn.softmax "p"[%B, %H, %N, %N] over [3] sink {
+    ^bb0(%b: index, %h: index, %i: index, %j: index):
+      %0 = attn.read %sinks[%h] : tensor<?xf32>
+      attn.yield %0 : f32
+    } { ... }
+    ```
   }];
   let arguments = (ins StrAttr:$name, Variadic<Index>:$extents, StrArrayAttr:$indices,
                        DenseI64ArrayAttr:$axes);
-  let assemblyFormat = "$name `[` $extents `]` `over` $axes $body attr-dict `:` type($result)";
+  let regions = (region SizedRegion<1>:$body, MaxSizedRegion<1>:$sink);
+  let assemblyFormat =
+      "$name `[` $extents `]` `over` $axes (`sink` $sink^)? $body attr-dict `:` type($result)";
   let extraClassDeclaration = [{
     bool hasMask() { return getBody().front().getTerminator()->getNumOperands() == 2; }
+    bool hasSink() { return !getSink().empty(); }
   }];
 }
 
@@ -165,7 +180,14 @@ def Attn_OnlineSoftmaxOp : Attn_Op<"online_softmax", [Pure, RecursiveMemoryEffec
     with no unmasked key gives zeros. Under mask bounds on the key (`attn.bounds`), key tiles are
     skipped per group of `query_group` query rows (the innermost row index), taken at both ends
     of the group, so that a group visits its tiles with all its rows; it is printed only when it
-    is not 32.
+    is not 32. The optional `sink` region, over the score's indices and using none but the rows,
+    is attn.softmax's sink: each row's result is scaled by l / (l + exp(sink - m)) after the last
+    tile (m, l the row's running max and sum of exps), which is the same normalisation.
+
+    With `unnormalized`, no softmax is taken: the score region yields each key's weight itself
+    (sigmoid or ReLU attention's `sigmoid(s - b)`, a masked key weighing 0) and the result is
+    sum_j weight(rows, j) * value(indices, j), streamed over the same key tiles with a plain
+    accumulator (no max, no exp, no rescaling). It has no sink.
     ```mlir
     %o = attn.online_softmax "o"[%B, %H, %N, %D] over %N rows [0, 1, 2, -1] tile 128 score {
     ^bb0(%b: index, %h: index, %i: index, %j: index):
@@ -178,15 +200,17 @@ def Attn_OnlineSoftmaxOp : Attn_Op<"online_softmax", [Pure, RecursiveMemoryEffec
   }];
   let arguments = (ins StrAttr:$name, Variadic<Index>:$extents, Index:$key_extent, StrArrayAttr:$indices,
                        StrArrayAttr:$score_indices, DenseI64ArrayAttr:$rows, I64Attr:$tile,
-                       ConfinedAttr<DefaultValuedAttr<I64Attr, "32">, [IntPositive]>:$query_group);
+                       ConfinedAttr<DefaultValuedAttr<I64Attr, "32">, [IntPositive]>:$query_group,
+                       UnitAttr:$unnormalized);
   let results = (outs Attn_Tensor:$result);
-  let regions = (region SizedRegion<1>:$score, SizedRegion<1>:$value);
+  let regions = (region SizedRegion<1>:$score, SizedRegion<1>:$value, MaxSizedRegion<1>:$sink);
   let assemblyFormat = [{
     $name `[` $extents `]` `over` $key_extent `rows` $rows `tile` $tile `score` $score `value` $value
-    attr-dict `:` type($result)
+    (`sink` $sink^)? attr-dict `:` type($result)
   }];
   let extraClassDeclaration = [{
     bool hasMask() { return getScore().front().getTerminator()->getNumOperands() == 2; }
+    bool hasSink() { return !getSink().empty(); }
     // Position of the key among the score's indices.
     unsigned getKeyPosition();
     // Position of the query row among the score's indices: the innermost one that is a row (-1

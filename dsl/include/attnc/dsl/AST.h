@@ -92,7 +92,10 @@ struct Expr {
   std::vector<std::string> softmaxAxes; // Softmax: names of free indices
   std::vector<Loc> softmaxAxisLocs;
   ExprPtr where; // Softmax: optional mask predicate
-  ExprPtr body;  // Reduce / Softmax / Let
+  // Softmax: optional sink, an extra logit per row that joins the normalisation but has no entry
+  // of its own (gpt-oss's attention sinks); it may not use the softmax's axes.
+  ExprPtr sink;
+  ExprPtr body; // Reduce / Softmax / Let
   // Let: `let name = args[0] in body`; the value is computed once per evaluation of the Let.
 
   // Sema's, while it analyses the kernel (and meaningless after it): a call of a `def` function

@@ -1,0 +1,31 @@
+# weights.test: makes the inputs and the fp64 numpy references of tests/lit/run/weights.test, written
+# from the formulas (sigmoid(s - log Nk) @ v; causal relu(s) / N @ v; GQA sigmoid(s - 2) @ v + q / 2).
+import sys
+
+import numpy as np
+
+d = sys.argv[1]
+r = np.random.default_rng(5)
+
+
+def save(name, shape, scale=1.5):
+    a = (r.standard_normal(shape) * scale).astype(np.float32)
+    np.save(f"{d}/{name}.npy", a)
+    return a.astype(np.float64)
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+B, H, N, D = 2, 3, 300, 16
+q, k, v = (save(n, (B, H, N, D)) for n in ["q", "k", "v"])
+s = np.einsum("bhid,bhjd->bhij", q, k) / np.sqrt(D)
+np.save(f"{d}/sigmoid_np.npy", np.einsum("bhij,bhje->bhie", sigmoid(s - np.log(N)), v))
+causal = np.tril(np.ones((N, N), bool))
+np.save(f"{d}/relu_np.npy", np.einsum("bhij,bhje->bhie", np.where(causal, np.maximum(s, 0) / N, 0), v))
+# GQA, fewer keys than a tile: 4 query heads share 2 kv heads.
+qg, kg, vg = save("qg", (B, 4, 40, D)), save("kg", (B, 2, 40, D)), save("vg", (B, 2, 40, D))
+kh, vh = np.repeat(kg, 2, axis=1), np.repeat(vg, 2, axis=1)
+sg = np.einsum("bhid,bhjd->bhij", qg, kh) / np.sqrt(D)
+np.save(f"{d}/gqa_np.npy", 0.5 * qg + np.einsum("bhij,bhje->bhie", sigmoid(sg - 2.0), vh))
