@@ -475,8 +475,28 @@ bool rewriteWeighted(WeightMatch &m, int64_t tile, int64_t queryGroup) {
       map.map(db.getArgument(r), sb->addArgument(b.getIndexType(), m.def.getLoc()));
     map.map(key, sb->addArgument(key.getType(), key.getLoc()));
     OpBuilder sbld = OpBuilder::atBlockEnd(sb);
-    Value w = materialize(m.weight, m.def, map, sbld);
-    sbld.create<attn::YieldOp>(m.red.getLoc(), ValueRange{w});
+    // A weight `select(c, w, 0.0)` is `w` under the mask `c`: keys it hides weigh 0, as masked
+    // keys do, and an affine `c` (causal `j <= i`) bounds the key tiles as a softmax mask does.
+    Value w = m.weight, mask;
+    if (auto sel = w.getDefiningOp<arith::SelectOp>()) {
+      auto zero = sel.getFalseValue().getDefiningOp<arith::ConstantOp>();
+      auto f = zero ? dyn_cast<FloatAttr>(zero.getValue()) : FloatAttr();
+      if (f && f.getValue().isZero() && sel.getCondition().getType().isInteger(1))
+        w = sel.getTrueValue(), mask = sel.getCondition();
+    }
+    SmallVector<Value> yields{materialize(w, m.def, map, sbld)};
+    if (mask)
+      yields.push_back(materialize(mask, m.def, map, sbld));
+    sbld.create<attn::YieldOp>(m.red.getLoc(), yields);
+    if (mask) {
+      SmallVector<Value> extents;
+      for (int64_t r : m.rows)
+        extents.push_back(m.def.getExtents()[r]);
+      extents.push_back(m.red.getExtents()[0]);
+      if (ArrayAttr bounds =
+              maskAxisBounds(*sb, ArrayRef<int64_t>{(int64_t)m.rows.size()}, ValueRange(extents)))
+        op->setAttr(attn::kBoundsAttr, bounds);
+    }
   }
   {
     Block *vb = new Block();
