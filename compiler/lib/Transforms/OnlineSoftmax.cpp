@@ -259,6 +259,34 @@ std::string partName(attn::DefineOp def) {
   return name;
 }
 
+// The rest of a fusion of `red` (a sum in `def`) into `op`: the value region (`factor` over the
+// definition's indices, then the key), and the definition replaced by `op` when it is the fused
+// sum itself (`whole`), otherwise the sum by a read of `op`.
+void finishFused(attn::OnlineSoftmaxOp op, attn::DefineOp def, attn::ReduceOp red, Value factor,
+                 bool whole) {
+  Block &db = def.getBody().front();
+  Block *vb = new Block();
+  op.getValue().push_back(vb);
+  IRMapping map;
+  for (BlockArgument a : db.getArguments())
+    map.map(a, vb->addArgument(a.getType(), a.getLoc()));
+  BlockArgument key = red.getBody().front().getArgument(0);
+  map.map(key, vb->addArgument(key.getType(), key.getLoc()));
+  OpBuilder vbld = OpBuilder::atBlockEnd(vb);
+  Value f = materialize(factor, def, map, vbld);
+  vbld.create<attn::YieldOp>(red.getLoc(), ValueRange{f});
+  if (whole) {
+    def.getResult().replaceAllUsesWith(op.getResult());
+    def.erase();
+  } else {
+    OpBuilder rb(red);
+    auto rd = rb.create<attn::ReadOp>(red.getLoc(), rb.getF32Type(), op.getResult(),
+                                      ValueRange(db.getArguments()), rb.getStringAttr("none"));
+    red.getResult().replaceAllUsesWith(rd.getResult());
+    red.erase();
+  }
+}
+
 void rewrite(Match &m, int64_t tile, int64_t queryGroup) {
   if (scoreReduces(m.p))
     hoistScore(m.p);
@@ -287,27 +315,7 @@ void rewrite(Match &m, int64_t tile, int64_t queryGroup) {
       if (a.getName().getValue().starts_with("attn."))
         op->setAttr(a.getName(), a.getValue());
 
-  Block *vb = new Block();
-  op.getValue().push_back(vb);
-  IRMapping map;
-  for (BlockArgument a : db.getArguments())
-    map.map(a, vb->addArgument(a.getType(), a.getLoc()));
-  BlockArgument key = m.red.getBody().front().getArgument(0);
-  map.map(key, vb->addArgument(key.getType(), key.getLoc()));
-  OpBuilder vbld = OpBuilder::atBlockEnd(vb);
-  Value f = materialize(m.factor, m.def, map, vbld);
-  vbld.create<attn::YieldOp>(m.red.getLoc(), ValueRange{f});
-
-  if (whole) {
-    m.def.getResult().replaceAllUsesWith(op.getResult());
-    m.def.erase();
-  } else {
-    OpBuilder rb(m.red);
-    auto rd = rb.create<attn::ReadOp>(m.red.getLoc(), rb.getF32Type(), op.getResult(),
-                                      ValueRange(db.getArguments()), rb.getStringAttr("none"));
-    m.red.getResult().replaceAllUsesWith(rd.getResult());
-    m.red.erase();
-  }
+  finishFused(op, m.def, m.red, m.factor, whole);
   m.p.erase();
 }
 
@@ -498,27 +506,7 @@ bool rewriteWeighted(WeightMatch &m, int64_t tile, int64_t queryGroup) {
         op->setAttr(attn::kBoundsAttr, bounds);
     }
   }
-  {
-    Block *vb = new Block();
-    op.getValue().push_back(vb);
-    IRMapping map;
-    for (BlockArgument a : db.getArguments())
-      map.map(a, vb->addArgument(a.getType(), a.getLoc()));
-    map.map(key, vb->addArgument(key.getType(), key.getLoc()));
-    OpBuilder vbld = OpBuilder::atBlockEnd(vb);
-    Value f = materialize(m.factor, m.def, map, vbld);
-    vbld.create<attn::YieldOp>(m.red.getLoc(), ValueRange{f});
-  }
-  if (whole) {
-    m.def.getResult().replaceAllUsesWith(op.getResult());
-    m.def.erase();
-  } else {
-    OpBuilder rb(m.red);
-    auto rd = rb.create<attn::ReadOp>(m.red.getLoc(), rb.getF32Type(), op.getResult(),
-                                      ValueRange(db.getArguments()), rb.getStringAttr("none"));
-    m.red.getResult().replaceAllUsesWith(rd.getResult());
-    m.red.erase();
-  }
+  finishFused(op, m.def, m.red, m.factor, whole);
   return whole;
 }
 
