@@ -16,4 +16,11 @@ mlir::Value materialize(mlir::Value v, mlir::Operation *scope, mlir::IRMapping &
 // Whether `v` is computed from `arg` (through its operands and the regions of nested ops).
 bool dependsOn(mlir::Value v, mlir::Value arg);
 
+// attn-mask-bounds' analysis (MaskBounds.cpp): the affine bounds on `axes` (positions among
+// `body`'s arguments, extents `extents`) that the i1 mask `body` yields second implies, as
+// `attn.bounds` entries; null when there are none. attn-online-softmax asks it for the masks it
+// makes itself (an unnormalised weight's select).
+mlir::ArrayAttr maskAxisBounds(mlir::Block &body, llvm::ArrayRef<int64_t> axes,
+                               mlir::ValueRange extents);
+
 } // namespace attnc

@@ -10,6 +10,8 @@
 // a non-affine index) is left out of the bound and stays a plain masked point.
 #include "attnc/Transforms/Passes.h"
 
+#include "IRUtils.h"
+
 #include "attnc/Dialect/AttnOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -246,10 +248,11 @@ attn::BoundAttr boundsEntry(MLIRContext *ctx, int64_t index, const Bounds &b,
 
 // --- softmax axes ------------------------------------------------------------------------------
 
-void boundSoftmax(attn::SoftmaxOp op) {
-  if (!op.hasMask())
-    return;
-  Block &body = op.getBody().front();
+} // namespace
+
+// The bounds on `axes` (positions among `body`'s arguments, with extents `extents`) that the
+// mask `body` yields second implies; null when there are none.
+ArrayAttr maskAxisBounds(Block &body, ArrayRef<int64_t> axes, ValueRange extents) {
   SmallVector<arith::CmpIOp> cmps;
   // Exact: the mask is nothing but the facts, so a point inside every bound is unmasked.
   bool allFacts = conjuncts(cast<attn::YieldOp>(body.getTerminator()).getValues()[1], cmps);
@@ -260,17 +263,16 @@ void boundSoftmax(attn::SoftmaxOp op) {
     facts.append(f);
   }
   if (facts.empty())
-    return;
+    return {};
 
-  AffineBuilder ab{op.getContext(),
-                   SmallVector<Value>(body.getArguments().begin(), body.getArguments().end()),
-                   {}};
-  ArrayRef<int64_t> axes = op.getAxes();
+  MLIRContext *ctx = body.getParentOp()->getContext();
+  AffineBuilder ab{
+      ctx, SmallVector<Value>(body.getArguments().begin(), body.getArguments().end()), {}};
   SmallVector<Attribute> entries;
   for (int64_t a : axes) {
     // A window axis (constant extent) is short and its loop is unrolled by the window schedules;
     // a bound there would only add per-point arithmetic.
-    if (constantOf(op.getExtents()[a]))
+    if (constantOf(extents[a]))
       continue;
     Value axis = body.getArgument(a);
     Bounds b;
@@ -301,11 +303,18 @@ void boundSoftmax(attn::SoftmaxOp op) {
     // Exact when every fact became a bound of this axis: the fully visible part of the axis then
     // needs no mask test (the online softmax's full key tiles).
     if (!b.empty())
-      entries.push_back(
-          boundsEntry(op.getContext(), a, b, ab, "", allFacts && used == facts.size()));
+      entries.push_back(boundsEntry(ctx, a, b, ab, "", allFacts && used == facts.size()));
   }
-  if (!entries.empty())
-    op->setAttr(attn::kBoundsAttr, ArrayAttr::get(op.getContext(), entries));
+  return entries.empty() ? ArrayAttr() : ArrayAttr::get(ctx, entries);
+}
+
+namespace {
+
+void boundSoftmax(attn::SoftmaxOp op) {
+  if (!op.hasMask())
+    return;
+  if (ArrayAttr b = maskAxisBounds(op.getBody().front(), op.getAxes(), op.getExtents()))
+    op->setAttr(attn::kBoundsAttr, b);
 }
 
 // --- sums over a bounded axis ------------------------------------------------------------------

@@ -259,6 +259,34 @@ std::string partName(attn::DefineOp def) {
   return name;
 }
 
+// The rest of a fusion of `red` (a sum in `def`) into `op`: the value region (`factor` over the
+// definition's indices, then the key), and the definition replaced by `op` when it is the fused
+// sum itself (`whole`), otherwise the sum by a read of `op`.
+void finishFused(attn::OnlineSoftmaxOp op, attn::DefineOp def, attn::ReduceOp red, Value factor,
+                 bool whole) {
+  Block &db = def.getBody().front();
+  Block *vb = new Block();
+  op.getValue().push_back(vb);
+  IRMapping map;
+  for (BlockArgument a : db.getArguments())
+    map.map(a, vb->addArgument(a.getType(), a.getLoc()));
+  BlockArgument key = red.getBody().front().getArgument(0);
+  map.map(key, vb->addArgument(key.getType(), key.getLoc()));
+  OpBuilder vbld = OpBuilder::atBlockEnd(vb);
+  Value f = materialize(factor, def, map, vbld);
+  vbld.create<attn::YieldOp>(red.getLoc(), ValueRange{f});
+  if (whole) {
+    def.getResult().replaceAllUsesWith(op.getResult());
+    def.erase();
+  } else {
+    OpBuilder rb(red);
+    auto rd = rb.create<attn::ReadOp>(red.getLoc(), rb.getF32Type(), op.getResult(),
+                                      ValueRange(db.getArguments()), rb.getStringAttr("none"));
+    red.getResult().replaceAllUsesWith(rd.getResult());
+    red.erase();
+  }
+}
+
 void rewrite(Match &m, int64_t tile, int64_t queryGroup) {
   if (scoreReduces(m.p))
     hoistScore(m.p);
@@ -287,27 +315,7 @@ void rewrite(Match &m, int64_t tile, int64_t queryGroup) {
       if (a.getName().getValue().starts_with("attn."))
         op->setAttr(a.getName(), a.getValue());
 
-  Block *vb = new Block();
-  op.getValue().push_back(vb);
-  IRMapping map;
-  for (BlockArgument a : db.getArguments())
-    map.map(a, vb->addArgument(a.getType(), a.getLoc()));
-  BlockArgument key = m.red.getBody().front().getArgument(0);
-  map.map(key, vb->addArgument(key.getType(), key.getLoc()));
-  OpBuilder vbld = OpBuilder::atBlockEnd(vb);
-  Value f = materialize(m.factor, m.def, map, vbld);
-  vbld.create<attn::YieldOp>(m.red.getLoc(), ValueRange{f});
-
-  if (whole) {
-    m.def.getResult().replaceAllUsesWith(op.getResult());
-    m.def.erase();
-  } else {
-    OpBuilder rb(m.red);
-    auto rd = rb.create<attn::ReadOp>(m.red.getLoc(), rb.getF32Type(), op.getResult(),
-                                      ValueRange(db.getArguments()), rb.getStringAttr("none"));
-    m.red.getResult().replaceAllUsesWith(rd.getResult());
-    m.red.erase();
-  }
+  finishFused(op, m.def, m.red, m.factor, whole);
   m.p.erase();
 }
 
@@ -475,30 +483,30 @@ bool rewriteWeighted(WeightMatch &m, int64_t tile, int64_t queryGroup) {
       map.map(db.getArgument(r), sb->addArgument(b.getIndexType(), m.def.getLoc()));
     map.map(key, sb->addArgument(key.getType(), key.getLoc()));
     OpBuilder sbld = OpBuilder::atBlockEnd(sb);
-    Value w = materialize(m.weight, m.def, map, sbld);
-    sbld.create<attn::YieldOp>(m.red.getLoc(), ValueRange{w});
+    // A weight `select(c, w, 0.0)` is `w` under the mask `c`: keys it hides weigh 0, as masked
+    // keys do, and an affine `c` (causal `j <= i`) bounds the key tiles as a softmax mask does.
+    Value w = m.weight, mask;
+    if (auto sel = w.getDefiningOp<arith::SelectOp>()) {
+      auto zero = sel.getFalseValue().getDefiningOp<arith::ConstantOp>();
+      auto f = zero ? dyn_cast<FloatAttr>(zero.getValue()) : FloatAttr();
+      if (f && f.getValue().isZero() && sel.getCondition().getType().isInteger(1))
+        w = sel.getTrueValue(), mask = sel.getCondition();
+    }
+    SmallVector<Value> yields{materialize(w, m.def, map, sbld)};
+    if (mask)
+      yields.push_back(materialize(mask, m.def, map, sbld));
+    sbld.create<attn::YieldOp>(m.red.getLoc(), yields);
+    if (mask) {
+      SmallVector<Value> extents;
+      for (int64_t r : m.rows)
+        extents.push_back(m.def.getExtents()[r]);
+      extents.push_back(m.red.getExtents()[0]);
+      if (ArrayAttr bounds =
+              maskAxisBounds(*sb, ArrayRef<int64_t>{(int64_t)m.rows.size()}, ValueRange(extents)))
+        op->setAttr(attn::kBoundsAttr, bounds);
+    }
   }
-  {
-    Block *vb = new Block();
-    op.getValue().push_back(vb);
-    IRMapping map;
-    for (BlockArgument a : db.getArguments())
-      map.map(a, vb->addArgument(a.getType(), a.getLoc()));
-    map.map(key, vb->addArgument(key.getType(), key.getLoc()));
-    OpBuilder vbld = OpBuilder::atBlockEnd(vb);
-    Value f = materialize(m.factor, m.def, map, vbld);
-    vbld.create<attn::YieldOp>(m.red.getLoc(), ValueRange{f});
-  }
-  if (whole) {
-    m.def.getResult().replaceAllUsesWith(op.getResult());
-    m.def.erase();
-  } else {
-    OpBuilder rb(m.red);
-    auto rd = rb.create<attn::ReadOp>(m.red.getLoc(), rb.getF32Type(), op.getResult(),
-                                      ValueRange(db.getArguments()), rb.getStringAttr("none"));
-    m.red.getResult().replaceAllUsesWith(rd.getResult());
-    m.red.erase();
-  }
+  finishFused(op, m.def, m.red, m.factor, whole);
   return whole;
 }
 

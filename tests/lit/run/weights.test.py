@@ -1,5 +1,6 @@
 # weights.test: makes the inputs and the fp64 numpy references of tests/lit/run/weights.test, written
-# from the formulas (sigmoid(s - log Nk) @ v; causal relu(s) / N @ v; GQA sigmoid(s - 2) @ v + q / 2).
+# from the formulas (sigmoid(s - log Nk) @ v; causal relu(s) / N @ v; padded sigmoid(s - 1) @ v;
+# GQA sigmoid(s - 2) @ v + q / 2).
 import sys
 
 import numpy as np
@@ -24,6 +25,13 @@ s = np.einsum("bhid,bhjd->bhij", q, k) / np.sqrt(D)
 np.save(f"{d}/sigmoid_np.npy", np.einsum("bhij,bhje->bhie", sigmoid(s - np.log(N)), v))
 causal = np.tril(np.ones((N, N), bool))
 np.save(f"{d}/relu_np.npy", np.einsum("bhij,bhje->bhie", np.where(causal, np.maximum(s, 0) / N, 0), v))
+# Key padding: batch 0 has a hole at keys 100..169, batch 1 pads every key (its output is 0).
+pad = np.zeros((B, N), np.int32)
+pad[0, 100:170] = 1
+pad[1, :] = 1
+np.save(f"{d}/pad.npy", pad)
+keep = (pad == 0).reshape(B, 1, 1, N)
+np.save(f"{d}/padded_np.npy", np.einsum("bhij,bhje->bhie", np.where(keep, sigmoid(s - 1.0), 0), v))
 # GQA, fewer keys than a tile: 4 query heads share 2 kv heads.
 qg, kg, vg = save("qg", (B, 4, 40, D)), save("kg", (B, 2, 40, D)), save("vg", (B, 2, 40, D))
 kh, vh = np.repeat(kg, 2, axis=1), np.repeat(vg, 2, axis=1)
