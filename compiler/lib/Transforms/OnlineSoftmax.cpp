@@ -76,6 +76,28 @@ bool gathers(attn::ReadOp r) {
   return false;
 }
 
+// Whether a key axis of extent `ext` (in the kernel holding `at`) is a window (a small constant)
+// or a few sampling points by the size estimates, which stay unfused; `why` then says so, naming
+// the axis `noun` (a window's reason followed by `windowNote`).
+bool tooFewKeys(Value ext, Operation *at, StringRef noun, StringRef windowNote, std::string &why) {
+  if (auto c = ext.getDefiningOp<arith::ConstantIndexOp>(); c && c.value() <= kSmallAxis) {
+    why = ("the " + noun + " has a small constant extent (" + std::to_string(c.value()) + ")" +
+           windowNote + ", kept unfused")
+              .str();
+    return true;
+  }
+  if (auto d = ext.getDefiningOp<attn::DimOp>())
+    if (auto est =
+            at->getParentOfType<attn::KernelOp>()->getAttrOfType<DictionaryAttr>(kEstimatesAttr))
+      if (auto n = est.getAs<IntegerAttr>(d.getSize()); n && n.getInt() <= kFewPoints) {
+        why = ("the " + noun + " has few points (" + d.getSize() + " = " +
+               std::to_string(n.getInt()) + " by the size estimates), kept unfused")
+                  .str();
+        return true;
+      }
+  return false;
+}
+
 // The match, or the reason it does not apply in `why`.
 std::optional<Match> match(attn::SoftmaxOp p, std::string &why) {
   Match m;
@@ -87,19 +109,8 @@ std::optional<Match> match(attn::SoftmaxOp p, std::string &why) {
   }
   int64_t axis = axes[0];
   Value ext = p.getExtents()[axis];
-  if (auto c = ext.getDefiningOp<arith::ConstantIndexOp>(); c && c.value() <= kSmallAxis) {
-    why = "the axis has a small constant extent (" + std::to_string(c.value()) +
-          "): a window, kept unfused";
+  if (tooFewKeys(ext, p, "axis", ": a window", why))
     return std::nullopt;
-  }
-  if (auto d = ext.getDefiningOp<attn::DimOp>())
-    if (auto est =
-            p->getParentOfType<attn::KernelOp>()->getAttrOfType<DictionaryAttr>(kEstimatesAttr))
-      if (auto n = est.getAs<IntegerAttr>(d.getSize()); n && n.getInt() <= kFewPoints) {
-        why = "the axis has few points (" + d.getSize().str() + " = " + std::to_string(n.getInt()) +
-              " by the size estimates), kept unfused";
-        return std::nullopt;
-      }
   SmallVector<attn::ReadOp> reads;
   for (Operation *user : p.getResult().getUsers()) {
     auto r = dyn_cast<attn::ReadOp>(user);
@@ -427,19 +438,8 @@ std::optional<WeightMatch> matchWeighted(attn::ReduceOp red, std::string &why) {
     why = "the weights or values are sampled at data-dependent positions";
     return std::nullopt;
   }
-  Value ext = red.getExtents()[0];
-  if (auto c = ext.getDefiningOp<arith::ConstantIndexOp>(); c && c.value() <= kSmallAxis) {
-    why = "the key has a small constant extent (" + std::to_string(c.value()) + "), kept unfused";
+  if (tooFewKeys(red.getExtents()[0], red, "key", "", why))
     return std::nullopt;
-  }
-  if (auto d = ext.getDefiningOp<attn::DimOp>())
-    if (auto est =
-            red->getParentOfType<attn::KernelOp>()->getAttrOfType<DictionaryAttr>(kEstimatesAttr))
-      if (auto n = est.getAs<IntegerAttr>(d.getSize()); n && n.getInt() <= kFewPoints) {
-        why = "the key has few points (" + d.getSize().str() + " = " + std::to_string(n.getInt()) +
-              " by the size estimates), kept unfused";
-        return std::nullopt;
-      }
   for (BlockArgument a : db.getArguments())
     if (dependsOn(m.weight, a))
       m.rows.push_back(a.getArgNumber());
