@@ -650,10 +650,11 @@ WorkCount algorithmWork(const LoweredKernel &unscheduled, const Halide::Target &
 
 std::string costReport(const LoweredKernel &unscheduled, const LoweredKernel &scheduled,
                        const Halide::Target &t, const std::map<std::string, int64_t> &given,
-                       const std::string &schedule, const LoweredPlan *lowered) {
+                       const std::string &schedule, const LoweredPlan *lowered,
+                       const WorkCount *algorithm) {
   std::map<std::string, int64_t> sizes = costSizes(unscheduled, given);
   PlanCost c{lowered ? countWork(scheduled, *lowered, sizes) : countWork(scheduled, t, sizes),
-             algorithmWork(unscheduled, t, sizes)};
+             algorithm ? *algorithm : algorithmWork(unscheduled, t, sizes)};
   std::ostringstream os;
   os.precision(4);
   os << "kernel " << scheduled.name << "\nschedule " << schedule << "\nsizes";

@@ -129,7 +129,10 @@ Selection selectByWork(const LoweredKernel &k, const Halide::Target &ht,
     s.planKernel = std::make_shared<LoweredKernel>(clone(k));
     LoweredKernel &plan = *s.planKernel;
     s.apply(plan);
-    s.lowered = lowerPlan(plan, ht, jit);
+    // Compiled for a JIT run only while it may be taken as it is: once a candidate declines,
+    // every later one is lowered only, to be weighed (a run compiles the one taken, if not the
+    // first, again; declining is rare, and LLVM's half of a compile is then spent once).
+    s.lowered = lowerPlan(plan, ht, jit && declined.empty());
     if (!algorithm)
       algorithm = algorithmWork(k, ht, sizes);
     s.cost = PlanCost{countWork(plan, *s.lowered, sizes), *algorithm};

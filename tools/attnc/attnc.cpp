@@ -424,7 +424,8 @@ int main(int argc, char **argv) {
     if (emitKind == attnc::Emit::Cost)
       return outs.finish(
           attnc::costReport(comp.lowered(), lk, target, co.passes.estimates, info.schedule.applied,
-                            info.schedule.lowered ? &*info.schedule.lowered : nullptr));
+                            info.schedule.lowered ? &*info.schedule.lowered : nullptr,
+                            info.schedule.algorithm ? &*info.schedule.algorithm : nullptr));
     info.libBase = outPath.substr(outPath.find_last_of('/') + 1);
     info.targetKey = co.target;
     info.source = input;

@@ -66,6 +66,9 @@ struct AppliedSchedule {
   // The plan as "auto" lowered it to weigh it, when the kernel was scheduled exactly so (default
   // knobs): compileArtefact compiles from it instead of lowering again.
   std::optional<LoweredPlan> lowered;
+  // When "auto" weighed the plans: the algorithm's work at the request's estimates (costReport's
+  // sizes for the same --sizes), so that --emit=cost does not lower the algorithm again.
+  std::optional<WorkCount> algorithm;
   // With ScheduleRequest::jit, when "auto" weighed the plans: the scheduled copy of the kernel
   // whose pipeline (lowered->jit) is already JIT-compiled. Bind the inputs to its parameters
   // and realize lowered->jit; the kernel passed to scheduleKernel is scheduled alike, but would

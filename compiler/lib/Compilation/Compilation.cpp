@@ -74,6 +74,8 @@ AppliedSchedule scheduleKernel(LoweredKernel &k, const Halide::Target &t,
     out.applied += " (declined, recomputing work: " + d + ")";
   }
   out.warning = sel.warning;
+  if (sel.cost)
+    out.algorithm = sel.cost->algorithm;
   if (r.params.empty()) {
     out.lowered = std::move(sel.lowered);
     if (out.lowered && out.lowered->jit)
@@ -99,8 +101,7 @@ std::vector<std::string> compileArtefact(const LoweredKernel &k, Emit e, const H
   ScratchDir tmp;
   switch (e) {
   case Emit::Stmt: {
-    // A fresh lowering: Halide names the function of a printed stmt "", not the kernel.
-    p.compile_to_lowered_stmt((tmp / "out").string(), args, Halide::StmtOutputFormat::Text, t);
+    compile({{OFT::stmt, (tmp / "out").string()}});
     return {"# schedule: " + info.schedule.applied + "\n" + slurp(tmp / "out")};
   }
   case Emit::Llvm:

@@ -75,11 +75,13 @@ WorkCount algorithmWork(const LoweredKernel &unscheduled, const Halide::Target &
                         const std::map<std::string, int64_t> &sizes);
 
 // `attnc --emit=cost`: the sizes, the plan's and the algorithm's counts and their ratio, as text.
-// `given` are --sizes; sizes it leaves out take costSizes' value. `lowered`, when given, is
-// `scheduled` already lowered (by "auto" weighing it), counted instead of lowering it again.
+// `given` are --sizes; sizes it leaves out take costSizes' value. `lowered` and `algorithm`, when
+// given, are `scheduled` already lowered and the algorithm's work at those sizes (by "auto"
+// weighing the plan), used instead of lowering either again.
 std::string costReport(const LoweredKernel &unscheduled, const LoweredKernel &scheduled,
                        const Halide::Target &t, const std::map<std::string, int64_t> &given,
-                       const std::string &schedule, const LoweredPlan *lowered = nullptr);
+                       const std::string &schedule, const LoweredPlan *lowered = nullptr,
+                       const WorkCount *algorithm = nullptr);
 
 // How much more arithmetic a rule's plan may do than the algorithm before the rule declines (in
 // `auto`): tiles recompute a few producers at their edges and online softmax rescales its
