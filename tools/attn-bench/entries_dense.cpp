@@ -1,4 +1,5 @@
-// attn-bench entries of the dense family: sdpa, causal_attention, mhsa and sigmoid_attention.
+// attn-bench entries of the dense family: sdpa, causal_attention, mhsa, sigmoid_attention and the
+// sliding windows (Mistral's, and Gemma 2's soft-capped one).
 #include "entries.h"
 
 #include "bench_causal_attention.attnc.h"
@@ -9,6 +10,8 @@
 #include "bench_sdpa_none.attnc.h"
 #include "bench_sigmoid_attention.attnc.h"
 #include "bench_sigmoid_attention_unfused.attnc.h"
+#include "bench_sliding_window.attnc.h"
+#include "bench_softcap_sliding_window.attnc.h"
 #ifdef ATTN_BENCH_AUTOSCHEDULED
 #include "bench_causal_attention_adams2019.attnc.h"
 #include "bench_causal_attention_mullapudi2016.attnc.h"
@@ -261,6 +264,94 @@ void benchSigmoid(const Options &o, std::vector<CaseResult> *out) {
     };
     out->push_back(runCase(c, o));
   }
+}
+
+namespace {
+
+// The window the bench kernels are built with (tools/CMakeLists.txt, DEFINES window=...): an
+// eighth of the main shape's keys, Mistral's 4096 of a 32k context.
+constexpr int kBenchWindow = 512;
+
+// Causal attention over the band i - W < j <= i, optionally with Gemma 2's soft-capped scores
+// cap * tanh(s / cap), in double per output row.
+std::vector<float> bandReference(const Case &c, const AttnShape &s, int window, double cap) {
+  const float *q = c.inputs[0].fp(), *k = c.inputs[1].fp(), *v = c.inputs[2].fp();
+  std::vector<float> o((size_t)s.B * s.H * s.N * s.D);
+  std::vector<double> p(s.N), acc(s.D);
+  const double scale = 1.0 / std::sqrt((double)s.D);
+  for (int bh = 0; bh < s.B * s.H; ++bh)
+    for (int i = 0; i < s.N; ++i) {
+      const float *qi = q + ((size_t)bh * s.N + i) * s.D;
+      const int lo = std::max(0, i - window + 1);
+      double m = -INFINITY, sum = 0;
+      for (int j = lo; j <= i; ++j) {
+        const float *kj = k + ((size_t)bh * s.N + j) * s.D;
+        double dot = 0;
+        for (int d = 0; d < s.D; ++d)
+          dot += (double)qi[d] * kj[d];
+        p[j] = cap > 0 ? cap * std::tanh(dot * scale / cap) : dot * scale;
+        m = std::max(m, p[j]);
+      }
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int j = lo; j <= i; ++j) {
+        const double w = std::exp(p[j] - m);
+        sum += w;
+        const float *vj = v + ((size_t)bh * s.N + j) * s.D;
+        for (int d = 0; d < s.D; ++d)
+          acc[d] += w * vj[d];
+      }
+      for (int d = 0; d < s.D; ++d)
+        o[((size_t)bh * s.N + i) * s.D + d] = (float)(acc[d] / sum);
+    }
+  return o;
+}
+
+// The band's (query, key) pairs: sum over i of min(i + 1, W).
+double bandPairs(int n, int window) {
+  double pairs = 0;
+  for (int i = 0; i < n; ++i)
+    pairs += std::min(i + 1, window);
+  return pairs;
+}
+
+std::vector<AttnShape> bandShapes(const Options &o) {
+  if (o.quick)
+    return {{1, 1, 16, 16, false}};
+  return {{1, 8, 4096, 64, false}, {1, 8, 1024, 64, false}};
+}
+
+void benchBand(const Options &o, std::vector<CaseResult> *out, const char *variant, double cap,
+               const attnc::KernelDesc &kernel, unsigned seed) {
+  for (const AttnShape &s : bandShapes(o)) {
+    Case c = attnCase(variant, s, seed);
+    c.shape += " W" + std::to_string(kBenchWindow);
+    c.flopFormula = "4*B*H*D*sum_i(min(i+1, W))";
+    c.flops = 4.0 * s.B * s.H * s.D * bandPairs(s.N, kBenchWindow);
+    c.kernel = &kernel;
+    c.unmasked = &attnc_kernels::bench_sdpa(), c.unmaskedName = "sdpa", c.unmaskedInputs = 3;
+    c.tileSource = cap > 0 ? "softcap_attention.attn" : "sliding_window.attn";
+    c.tileKernel = variant;
+    c.tileDefines = {{"window", std::to_string(kBenchWindow)}};
+    c.torchConsts = "{\"window\": " + std::to_string(kBenchWindow) +
+                    (cap > 0 ? ", \"cap\": " + std::to_string(cap) : std::string()) + "}";
+    c.reference = [&c, s, cap] { return bandReference(c, s, kBenchWindow, cap); };
+    out->push_back(runCase(c, o));
+  }
+}
+
+} // namespace
+
+// Sliding-window causal attention (Mistral): only the band i - W < j <= i is counted,
+// 4*B*H*D*sum_i min(i + 1, W). sdpa runs in turns with it on the same q, k, v, and the visited
+// key tiles are counted: the time per visited tile is the band's cost against the full square's.
+void benchSlidingWindow(const Options &o, std::vector<CaseResult> *out) {
+  benchBand(o, out, "sliding_window", 0.0, attnc_kernels::bench_sliding_window(), 50);
+}
+
+// Gemma 2's local layers: the same band with soft-capped scores (cap 50), a tanh per score.
+void benchSoftcapSlidingWindow(const Options &o, std::vector<CaseResult> *out) {
+  benchBand(o, out, "softcap_sliding_window", 50.0, attnc_kernels::bench_softcap_sliding_window(),
+            60);
 }
 
 } // namespace attn_bench
