@@ -20,6 +20,8 @@ void benchMhsa(const Options &o, std::vector<CaseResult> *out);
 void benchSigmoid(const Options &o, std::vector<CaseResult> *out);
 void benchSlidingWindow(const Options &o, std::vector<CaseResult> *out);
 void benchSoftcapSlidingWindow(const Options &o, std::vector<CaseResult> *out);
+void benchRotary(const Options &o, std::vector<CaseResult> *out);
+void benchDiffAttention(const Options &o, std::vector<CaseResult> *out);
 // entries_vision.cpp
 void benchMsda(const Options &o, std::vector<CaseResult> *out);
 void benchMsDeformAttnCore(const Options &o, std::vector<CaseResult> *out);
@@ -35,6 +37,8 @@ inline const std::vector<Variant> &variants() {
       {"sigmoid_attention", benchSigmoid},
       {"sliding_window", benchSlidingWindow},
       {"softcap_sliding_window", benchSoftcapSlidingWindow},
+      {"rotary_attention", benchRotary},
+      {"diff_attention", benchDiffAttention},
       {"msda", benchMsda},
       {"ms_deform_attn_core", benchMsDeformAttnCore},
       {"deform_attn", benchDeformAttn},
