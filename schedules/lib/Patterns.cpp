@@ -351,6 +351,21 @@ std::vector<OnlinePattern> findOnline(const LoweredKernel &k) {
           g.keyFuncs.push_back(fn);
       }
     for (const LoweredFunc *c : contractions)
+      for (const std::string &fn : funcsReadWithVar(k, c->func.update_value(0), g.queryVar)) {
+        const LoweredFunc *f = k.find(fn);
+        if (!f || f->definition == o.definition || f->role != FuncRole::Define || f->isOutput ||
+            f->func.num_update_definitions() > 0 ||
+            std::find(contractions.begin(), contractions.end(), f) != contractions.end() ||
+            std::find(g.keyFuncs.begin(), g.keyFuncs.end(), fn) != g.keyFuncs.end() ||
+            std::find(g.queryFuncs.begin(), g.queryFuncs.end(), fn) != g.queryFuncs.end())
+          continue;
+        // Of inputs only: a projection's bias around its sum (mhsa's q) stays with its sum.
+        if (std::any_of(f->reads.begin(), f->reads.end(),
+                        [&](const std::string &r) { return k.find(r) != nullptr; }))
+          continue;
+        g.queryFuncs.push_back(fn);
+      }
+    for (const LoweredFunc *c : contractions)
       g.contractions.push_back(indexIn(k, c));
     groups.push_back(g);
   }

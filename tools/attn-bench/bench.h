@@ -64,6 +64,7 @@ struct Case {
   // The variant's source and kernel: where set, the online softmax's visited key tiles are
   // counted at these inputs (tiles.cpp), from the same predicates the compiled kernel runs.
   std::string tileSource, tileKernel;
+  std::vector<std::pair<std::string, std::string>> tileDefines; // -D, as the kernel was built
   // The naive reference of tests/reference, instantiated for float, single-threaded as written.
   std::function<std::vector<float>()> reference;
   // Further plain C++ baselines (single-threaded), e.g. PyTorch's formulation without PyTorch.

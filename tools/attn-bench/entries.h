@@ -18,6 +18,10 @@ void benchCausal(const Options &o, std::vector<CaseResult> *out);
 void benchPaddingMask(const Options &o, std::vector<CaseResult> *out);
 void benchMhsa(const Options &o, std::vector<CaseResult> *out);
 void benchSigmoid(const Options &o, std::vector<CaseResult> *out);
+void benchSlidingWindow(const Options &o, std::vector<CaseResult> *out);
+void benchSoftcapSlidingWindow(const Options &o, std::vector<CaseResult> *out);
+void benchRotary(const Options &o, std::vector<CaseResult> *out);
+void benchDiffAttention(const Options &o, std::vector<CaseResult> *out);
 // entries_vision.cpp
 void benchMsda(const Options &o, std::vector<CaseResult> *out);
 void benchMsDeformAttnCore(const Options &o, std::vector<CaseResult> *out);
@@ -31,6 +35,10 @@ inline const std::vector<Variant> &variants() {
       {"padding_mask", benchPaddingMask},
       {"mhsa", benchMhsa},
       {"sigmoid_attention", benchSigmoid},
+      {"sliding_window", benchSlidingWindow},
+      {"softcap_sliding_window", benchSoftcapSlidingWindow},
+      {"rotary_attention", benchRotary},
+      {"diff_attention", benchDiffAttention},
       {"msda", benchMsda},
       {"ms_deform_attn_core", benchMsDeformAttnCore},
       {"deform_attn", benchDeformAttn},

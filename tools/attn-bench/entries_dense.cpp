@@ -1,14 +1,19 @@
-// attn-bench entries of the dense family: sdpa, causal_attention, mhsa and sigmoid_attention.
+// attn-bench entries of the dense family: sdpa, causal_attention, mhsa, sigmoid_attention and the
+// sliding windows (Mistral's, and Gemma 2's soft-capped one), rotary and differential attention.
 #include "entries.h"
 
 #include "bench_causal_attention.attnc.h"
 #include "bench_causal_attention_none.attnc.h"
+#include "bench_diff_attention.attnc.h"
 #include "bench_mhsa.attnc.h"
 #include "bench_padding_mask.attnc.h"
+#include "bench_rotary_attention.attnc.h"
 #include "bench_sdpa.attnc.h"
 #include "bench_sdpa_none.attnc.h"
 #include "bench_sigmoid_attention.attnc.h"
 #include "bench_sigmoid_attention_unfused.attnc.h"
+#include "bench_sliding_window.attnc.h"
+#include "bench_softcap_sliding_window.attnc.h"
 #ifdef ATTN_BENCH_AUTOSCHEDULED
 #include "bench_causal_attention_adams2019.attnc.h"
 #include "bench_causal_attention_mullapudi2016.attnc.h"
@@ -258,6 +263,224 @@ void benchSigmoid(const Options &o, std::vector<CaseResult> *out) {
             o[((size_t)bh * s.N + i) * s.D + d] = (float)acc[d];
         }
       return o;
+    };
+    out->push_back(runCase(c, o));
+  }
+}
+
+namespace {
+
+// The window the bench kernels are built with (tools/CMakeLists.txt, DEFINES window=...): an
+// eighth of the main shape's keys, Mistral's 4096 of a 32k context.
+constexpr int kBenchWindow = 512;
+
+// Causal attention over the band i - W < j <= i, optionally with Gemma 2's soft-capped scores
+// cap * tanh(s / cap), in double per output row.
+std::vector<float> bandReference(const Case &c, const AttnShape &s, int window, double cap) {
+  const float *q = c.inputs[0].fp(), *k = c.inputs[1].fp(), *v = c.inputs[2].fp();
+  std::vector<float> o((size_t)s.B * s.H * s.N * s.D);
+  std::vector<double> p(s.N), acc(s.D);
+  const double scale = 1.0 / std::sqrt((double)s.D);
+  for (int bh = 0; bh < s.B * s.H; ++bh)
+    for (int i = 0; i < s.N; ++i) {
+      const float *qi = q + ((size_t)bh * s.N + i) * s.D;
+      const int lo = std::max(0, i - window + 1);
+      double m = -INFINITY, sum = 0;
+      for (int j = lo; j <= i; ++j) {
+        const float *kj = k + ((size_t)bh * s.N + j) * s.D;
+        double dot = 0;
+        for (int d = 0; d < s.D; ++d)
+          dot += (double)qi[d] * kj[d];
+        p[j] = cap > 0 ? cap * std::tanh(dot * scale / cap) : dot * scale;
+        m = std::max(m, p[j]);
+      }
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int j = lo; j <= i; ++j) {
+        const double w = std::exp(p[j] - m);
+        sum += w;
+        const float *vj = v + ((size_t)bh * s.N + j) * s.D;
+        for (int d = 0; d < s.D; ++d)
+          acc[d] += w * vj[d];
+      }
+      for (int d = 0; d < s.D; ++d)
+        o[((size_t)bh * s.N + i) * s.D + d] = (float)(acc[d] / sum);
+    }
+  return o;
+}
+
+// The band's (query, key) pairs: sum over i of min(i + 1, W).
+double bandPairs(int n, int window) {
+  double pairs = 0;
+  for (int i = 0; i < n; ++i)
+    pairs += std::min(i + 1, window);
+  return pairs;
+}
+
+std::vector<AttnShape> bandShapes(const Options &o) {
+  if (o.quick)
+    return {{1, 1, 16, 16, false}};
+  return {{1, 8, 4096, 64, false}, {1, 8, 1024, 64, false}};
+}
+
+void benchBand(const Options &o, std::vector<CaseResult> *out, const char *variant, double cap,
+               const attnc::KernelDesc &kernel, unsigned seed) {
+  for (const AttnShape &s : bandShapes(o)) {
+    Case c = attnCase(variant, s, seed);
+    c.shape += " W" + std::to_string(kBenchWindow);
+    c.flopFormula = "4*B*H*D*sum_i(min(i+1, W))";
+    c.flops = 4.0 * s.B * s.H * s.D * bandPairs(s.N, kBenchWindow);
+    c.kernel = &kernel;
+    c.unmasked = &attnc_kernels::bench_sdpa(), c.unmaskedName = "sdpa", c.unmaskedInputs = 3;
+    c.tileSource = cap > 0 ? "softcap_attention.attn" : "sliding_window.attn";
+    c.tileKernel = variant;
+    c.tileDefines = {{"window", std::to_string(kBenchWindow)}};
+    c.torchConsts = "{\"window\": " + std::to_string(kBenchWindow) +
+                    (cap > 0 ? ", \"cap\": " + std::to_string(cap) : std::string()) + "}";
+    c.reference = [&c, s, cap] { return bandReference(c, s, kBenchWindow, cap); };
+    out->push_back(runCase(c, o));
+  }
+}
+
+} // namespace
+
+// Sliding-window causal attention (Mistral): only the band i - W < j <= i is counted,
+// 4*B*H*D*sum_i min(i + 1, W). sdpa runs in turns with it on the same q, k, v, and the visited
+// key tiles are counted: the time per visited tile is the band's cost against the full square's.
+void benchSlidingWindow(const Options &o, std::vector<CaseResult> *out) {
+  benchBand(o, out, "sliding_window", 0.0, attnc_kernels::bench_sliding_window(), 50);
+}
+
+// Gemma 2's local layers: the same band with soft-capped scores (cap 50), a tanh per score.
+void benchSoftcapSlidingWindow(const Options &o, std::vector<CaseResult> *out) {
+  benchBand(o, out, "softcap_sliding_window", 50.0, attnc_kernels::bench_softcap_sliding_window(),
+            60);
+}
+
+namespace {
+
+// Causal softmax-weighted sum of rows of `v` (row stride `e`) for query row i of one head, from
+// the scores p[0..i] (overwritten by their weights); adds weight * factor * v_j to acc.
+void causalRow(std::vector<double> &p, int i, const float *v, int e, double factor,
+               std::vector<double> &acc) {
+  double m = -INFINITY, sum = 0;
+  for (int j = 0; j <= i; ++j)
+    m = std::max(m, p[j]);
+  for (int j = 0; j <= i; ++j)
+    sum += (p[j] = std::exp(p[j] - m));
+  for (int j = 0; j <= i; ++j)
+    for (int d = 0; d < e; ++d)
+      acc[d] += factor * p[j] / sum * v[(size_t)j * e + d];
+}
+
+double dot(const float *a, const float *b, int n) {
+  double s = 0;
+  for (int d = 0; d < n; ++d)
+    s += (double)a[d] * b[d];
+  return s;
+}
+
+} // namespace
+
+// Rotary embeddings (LLaMA) before causal attention: the causal pairs' two contractions,
+// 2*B*H*N*(N+1)*D, as causal_attention counts them (the rotations, O(N D), are not counted). The
+// tables are transformers' cos and sin of position * 10000^(-2k/D), repeated over both halves.
+void benchRotary(const Options &o, std::vector<CaseResult> *out) {
+  for (const AttnShape &s : attnShapes(o)) {
+    Case c = attnCase("rotary_attention", s, 70);
+    std::vector<float> cs((size_t)s.N * s.D), sn((size_t)s.N * s.D);
+    for (int i = 0; i < s.N; ++i)
+      for (int d = 0; d < s.D; ++d) {
+        const double a = i * std::pow(10000.0, -2.0 * (d % (s.D / 2)) / s.D);
+        cs[(size_t)i * s.D + d] = (float)std::cos(a), sn[(size_t)i * s.D + d] = (float)std::sin(a);
+      }
+    c.inputs.push_back(Tensor{{s.N, s.D}, cs, {}});
+    c.inputs.push_back(Tensor{{s.N, s.D}, sn, {}});
+    c.bytes += 8.0 * s.N * s.D;
+    c.flopFormula = "2*B*H*N*(N+1)*D";
+    c.flops = 2.0 * s.B * s.H * (double)s.N * (s.N + 1) * s.D;
+    c.kernel = &attnc_kernels::bench_rotary_attention();
+    c.unmasked = &attnc_kernels::bench_causal_attention(), c.unmaskedName = "causal_attention";
+    c.unmaskedInputs = 3;
+    c.reference = [&c, s] {
+      const float *q = c.inputs[0].fp(), *k = c.inputs[1].fp(), *v = c.inputs[2].fp(),
+                  *cs = c.inputs[3].fp(), *sn = c.inputs[4].fp();
+      const int D = s.D, h = D / 2;
+      // Rotated copies of q and k, in float as the model computes them.
+      auto rotate = [&](const float *x) {
+        std::vector<float> r((size_t)s.B * s.H * s.N * D);
+        for (size_t row = 0; row < (size_t)s.B * s.H * s.N; ++row) {
+          const int i = (int)(row % s.N);
+          for (int d = 0; d < D; ++d) {
+            const float partner = d < h ? -x[row * D + d + h] : x[row * D + d - h];
+            r[row * D + d] =
+                x[row * D + d] * cs[(size_t)i * D + d] + partner * sn[(size_t)i * D + d];
+          }
+        }
+        return r;
+      };
+      const std::vector<float> qr = rotate(q), kr = rotate(k);
+      std::vector<float> out((size_t)s.B * s.H * s.N * D);
+      std::vector<double> p(s.N), acc(D);
+      for (int bh = 0; bh < s.B * s.H; ++bh)
+        for (int i = 0; i < s.N; ++i) {
+          const size_t base = (size_t)bh * s.N;
+          for (int j = 0; j <= i; ++j)
+            p[j] = dot(&qr[(base + i) * D], &kr[(base + j) * D], D) / std::sqrt((double)D);
+          std::fill(acc.begin(), acc.end(), 0.0);
+          causalRow(p, i, v + base * D, D, 1.0, acc);
+          for (int d = 0; d < D; ++d)
+            out[(base + i) * D + d] = (float)acc[d];
+        }
+      return out;
+    };
+    out->push_back(runCase(c, o));
+  }
+}
+
+// Differential attention (Ye et al. 2024): two causal softmaxes over D-channel scores, their
+// difference times E = 2D value channels, then the head's RMSNorm: 2*B*H*N*(N+1)*(2D + 2E)
+// (each map's QK^T and PV over the causal pairs; the split computes each map's PV, as PyTorch's
+// attn1 @ v - lam * attn2 @ v would, while the paper's (attn1 - lam attn2) @ v does one).
+void benchDiffAttention(const Options &o, std::vector<CaseResult> *out) {
+  for (const AttnShape &s : attnShapes(o)) {
+    const int E = 2 * s.D;
+    Case c;
+    c.variant = "diff_attention";
+    c.shape = attnLabel(s) + " E" + std::to_string(E);
+    const std::vector<int64_t> qk = {s.B, s.H, s.N, s.D}, ve = {s.B, s.H, s.N, E};
+    c.inputs = {Tensor::randn(qk, 81),           Tensor::randn(qk, 82), Tensor::randn(qk, 83),
+                Tensor::randn(qk, 84),           Tensor::randn(ve, 85), Tensor{{1}, {0.4f}, {}},
+                Tensor::randn({E}, 86, 1.f, .1f)};
+    c.outShape = ve;
+    c.bytes = 4.0 * s.B * s.H * (double)s.N * (4.0 * s.D + 2.0 * E);
+    c.flopFormula = "2*B*H*N*(N+1)*(2D+2E)";
+    c.flops = 2.0 * s.B * s.H * (double)s.N * (s.N + 1) * (2.0 * s.D + 2.0 * E);
+    c.kernel = &attnc_kernels::bench_diff_attention();
+    c.torchEntry = "diff_attention";
+    c.reference = [&c, s, E] {
+      const float *q1 = c.inputs[0].fp(), *k1 = c.inputs[1].fp(), *q2 = c.inputs[2].fp(),
+                  *k2 = c.inputs[3].fp(), *v = c.inputs[4].fp(), *g = c.inputs[6].fp();
+      const double lam = c.inputs[5].f[0], scale = 1.0 / std::sqrt((double)s.D);
+      const int D = s.D;
+      std::vector<float> out((size_t)s.B * s.H * s.N * E);
+      std::vector<double> p(s.N), acc(E);
+      for (int bh = 0; bh < s.B * s.H; ++bh)
+        for (int i = 0; i < s.N; ++i) {
+          const size_t base = (size_t)bh * s.N;
+          std::fill(acc.begin(), acc.end(), 0.0);
+          for (int j = 0; j <= i; ++j)
+            p[j] = dot(q1 + (base + i) * D, k1 + (base + j) * D, D) * scale;
+          causalRow(p, i, v + base * E, E, 1.0, acc);
+          for (int j = 0; j <= i; ++j)
+            p[j] = dot(q2 + (base + i) * D, k2 + (base + j) * D, D) * scale;
+          causalRow(p, i, v + base * E, E, -lam, acc);
+          double ms = 0;
+          for (int e = 0; e < E; ++e)
+            ms += acc[e] * acc[e] / E;
+          for (int e = 0; e < E; ++e)
+            out[(base + i) * E + e] = (float)(acc[e] / std::sqrt(ms + 1e-5) * g[e] * (1 - 0.8));
+        }
+      return out;
     };
     out->push_back(runCase(c, o));
   }

@@ -94,6 +94,13 @@ void printSummary(const std::vector<CaseResult> &results, const RunInfo &info) {
       std::snprintf(buf, sizeof buf, "%stime / %s's %.2f", other.empty() ? "" : "; ",
                     r.unmaskedName.c_str(), r.vsUnmasked);
       other += buf;
+      // One online softmax whose tiles are the unmasked kernel's (the same default tiles): the
+      // time per visited tile against the unmasked kernel's, which visits them all.
+      if (r.tiles.size() == 1 && r.tiles[0].visited > 0 && r.tiles[0].visited < r.tiles[0].total) {
+        std::snprintf(buf, sizeof buf, "; per visited tile %.2f",
+                      r.vsUnmasked * r.tiles[0].total / r.tiles[0].visited);
+        other += buf;
+      }
     }
     for (const TileCount &t : r.tiles)
       if (t.visited < t.total) {

@@ -26,6 +26,7 @@ bool countTiles(Case &c, CaseResult *r) {
   attnc::CompileOptions co;
   co.path = path;
   co.kernel = c.tileKernel;
+  co.frontEnd.sema.defines = c.tileDefines;
   attnc::Compilation comp(co, err);
   try {
     attnc::LoweredKernel lk = comp.lower();

@@ -31,6 +31,50 @@ def sigmoid_attention(q, k, v):
     return torch.sigmoid(s) @ v
 
 
+def band(n, window, device):
+    # True where query i attends to key j: i - window < j <= i.
+    i = torch.arange(n, device=device)[:, None]
+    j = torch.arange(n, device=device)[None, :]
+    return (j <= i) & (j > i - window)
+
+
+def sliding_window(q, k, v, window):
+    # Mistral's sliding window as SDPA's boolean mask (the mask built once per call, as a model does).
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=band(q.shape[-2], window, q.device))
+
+
+def softcap_sliding_window(q, k, v, window, cap):
+    # Gemma 2's eager attention (transformers' eager_attention_forward): scores, soft-cap, mask, softmax.
+    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    s = torch.tanh(s / cap) * cap
+    s = s.masked_fill(~band(q.shape[-2], window, q.device), float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
+def rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rotary_attention(q, k, v, cos_t, sin_t):
+    # transformers' apply_rotary_pos_emb, then causal SDPA (LLaMA's attention).
+    return F.scaled_dot_product_attention(q * cos_t + rotate_half(q) * sin_t,
+                                          k * cos_t + rotate_half(k) * sin_t, v, is_causal=True)
+
+
+def diff_attention(q1, k1, q2, k2, v, lam, g, lambda_init=0.8, eps=1e-5):
+    # The paper's MultiheadDiffAttn after its projections: both maps' causal softmaxes, their
+    # difference with lambda times v, the head's RMSNorm (subln) and 1 - lambda_init.
+    n = q1.shape[-2]
+    mask = torch.ones(n, n, dtype=torch.bool, device=q1.device).tril()
+    scale = 1.0 / math.sqrt(q1.shape[-1])
+    a1 = torch.softmax((q1 @ k1.transpose(-1, -2) * scale).masked_fill(~mask, float("-inf")), dim=-1)
+    a2 = torch.softmax((q2 @ k2.transpose(-1, -2) * scale).masked_fill(~mask, float("-inf")), dim=-1)
+    a = (a1 - lam[0] * a2) @ v
+    a = a * torch.rsqrt(a.pow(2).mean(-1, keepdim=True) + eps) * g
+    return a * (1 - lambda_init)
+
+
 def padding_mask(q, k, v, key_padding_mask):
     # nn.MultiheadAttention's key_padding_mask (True: padded) as SDPA's boolean mask (True: attend).
     keep = (key_padding_mask == 0)[:, None, None, :]
@@ -141,7 +185,7 @@ def dat_attn(x, w_q, b_q, w_dw, b_dw, ln_g, ln_b, w_off, w_k, b_k, w_v, b_v, rpe
     return F.conv2d(out, w_o[:, :, None, None], b_o).permute(0, 2, 3, 1)
 
 
-ENTRIES = {f.__name__: f for f in (sdpa, causal_attention, padding_mask, mhsa, sigmoid_attention, msda, ms_deform_attn_core, deform_attn, dat_attn)}
+ENTRIES = {f.__name__: f for f in (sdpa, causal_attention, padding_mask, mhsa, sigmoid_attention, sliding_window, softcap_sliding_window, rotary_attention, diff_attention, msda, ms_deform_attn_core, deform_attn, dat_attn)}
 
 
 def main():

@@ -37,8 +37,11 @@ struct OnlinePattern {
   std::vector<FuncIndex> contractions; // sums over the score's indices that only the group reads
   std::vector<std::string> keyInputs;  // inputs the contractions read along the key
   std::vector<std::string> keyFuncs; // definitions outside the group they read along it (mhsa's k)
-  std::string queryVar;              // the innermost row index (the query axis)
-  std::string valueVar;              // the output's innermost index when it is not a row index
+  // Pointwise definitions of inputs only, outside the group, that they read along the query and
+  // not the key (rotary embeddings' rotated q).
+  std::vector<std::string> queryFuncs;
+  std::string queryVar; // the innermost row index (the query axis)
+  std::string valueVar; // the output's innermost index when it is not a row index
 };
 
 // Every online-softmax group of the kernel.
