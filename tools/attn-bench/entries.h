@@ -22,6 +22,7 @@ void benchSlidingWindow(const Options &o, std::vector<CaseResult> *out);
 void benchSoftcapSlidingWindow(const Options &o, std::vector<CaseResult> *out);
 void benchRotary(const Options &o, std::vector<CaseResult> *out);
 void benchDiffAttention(const Options &o, std::vector<CaseResult> *out);
+void benchLinearAttention(const Options &o, std::vector<CaseResult> *out);
 // entries_vision.cpp
 void benchMsda(const Options &o, std::vector<CaseResult> *out);
 void benchMsDeformAttnCore(const Options &o, std::vector<CaseResult> *out);
@@ -39,6 +40,7 @@ inline const std::vector<Variant> &variants() {
       {"softcap_sliding_window", benchSoftcapSlidingWindow},
       {"rotary_attention", benchRotary},
       {"diff_attention", benchDiffAttention},
+      {"linear_attention", benchLinearAttention},
       {"msda", benchMsda},
       {"ms_deform_attn_core", benchMsDeformAttnCore},
       {"deform_attn", benchDeformAttn},

@@ -1,10 +1,12 @@
-// attn-bench entries of the dense family: sdpa, causal_attention, mhsa, sigmoid_attention and the
-// sliding windows (Mistral's, and Gemma 2's soft-capped one), rotary and differential attention.
+// attn-bench entries of the dense family: sdpa, causal_attention, mhsa, sigmoid_attention, the
+// sliding windows (Mistral's, Gemma 2's soft-capped one), rotary, differential and linear attention.
 #include "entries.h"
 
 #include "bench_causal_attention.attnc.h"
 #include "bench_causal_attention_none.attnc.h"
 #include "bench_diff_attention.attnc.h"
+#include "bench_linear_attention.attnc.h"
+#include "bench_linear_attention_as_written.attnc.h"
 #include "bench_mhsa.attnc.h"
 #include "bench_padding_mask.attnc.h"
 #include "bench_rotary_attention.attnc.h"
@@ -480,6 +482,54 @@ void benchDiffAttention(const Options &o, std::vector<CaseResult> *out) {
           for (int e = 0; e < E; ++e)
             out[(base + i) * E + e] = (float)(acc[e] / std::sqrt(ms + 1e-5) * g[e] * (1 - 0.8));
         }
+      return out;
+    };
+    out->push_back(runCase(c, o));
+  }
+}
+
+// Linear attention (Katharopoulos et al. 2020, phi = elu + 1, non-causal, E = D): the reassociated
+// contractions phi(k)^T v and phi(q) kv with the normaliser's two, 4*B*H*N*D*(E+1) (the feature
+// maps' elus are not counted). The kernel was built for B1 H8 N2048 (attn-contraction-order chose
+// phi(q) (phi(k)^T v) there); the same file built without sizes keeps the N x N scores, as written.
+void benchLinearAttention(const Options &o, std::vector<CaseResult> *out) {
+  for (const AttnShape &s : attnShapes(o)) {
+    Case c = attnCase("linear_attention", s, 90);
+    const int E = s.D;
+    c.flopFormula = "4*B*H*N*D*(E+1)";
+    c.flops = 4.0 * s.B * s.H * (double)s.N * s.D * (E + 1);
+    c.kernel = &attnc_kernels::bench_linear_attention();
+    c.schedules.push_back({"as written (N x N scores, cpu-generic)",
+                           &attnc_kernels::bench_linear_attention_as_written()});
+    c.reference = [&c, s, E] {
+      const float *q = c.inputs[0].fp(), *k = c.inputs[1].fp(), *v = c.inputs[2].fp();
+      const int D = s.D;
+      auto phi = [](double x) { return x > 0 ? x + 1.0 : std::exp(x); };
+      std::vector<float> out((size_t)s.B * s.H * s.N * E);
+      std::vector<double> kv((size_t)D * E), ks(D);
+      for (int bh = 0; bh < s.B * s.H; ++bh) {
+        const size_t base = (size_t)bh * s.N;
+        std::fill(kv.begin(), kv.end(), 0.0);
+        std::fill(ks.begin(), ks.end(), 0.0);
+        for (int j = 0; j < s.N; ++j)
+          for (int d = 0; d < D; ++d) {
+            const double f = phi(k[(base + j) * D + d]);
+            ks[d] += f;
+            for (int e = 0; e < E; ++e)
+              kv[(size_t)d * E + e] += f * v[(base + j) * E + e];
+          }
+        for (int i = 0; i < s.N; ++i) {
+          double z = 1e-6;
+          for (int d = 0; d < D; ++d)
+            z += phi(q[(base + i) * D + d]) * ks[d];
+          for (int e = 0; e < E; ++e) {
+            double acc = 0;
+            for (int d = 0; d < D; ++d)
+              acc += phi(q[(base + i) * D + d]) * kv[(size_t)d * E + e];
+            out[(base + i) * E + e] = (float)(acc / z);
+          }
+        }
+      }
       return out;
     };
     out->push_back(runCase(c, o));

@@ -31,6 +31,15 @@ def sigmoid_attention(q, k, v):
     return torch.sigmoid(s) @ v
 
 
+def linear_attention(q, k, v, eps=1e-6):
+    # fast-transformers' LinearAttention (Katharopoulos et al. 2020), non-causal: phi = elu + 1,
+    # phi(q) (phi(k)^T v) normalised by phi(q) . sum_j phi(k_j).
+    fq, fk = F.elu(q) + 1, F.elu(k) + 1
+    kv = fk.transpose(-1, -2) @ v
+    z = fq @ fk.sum(-2).unsqueeze(-1)
+    return (fq @ kv) / (z + eps)
+
+
 def band(n, window, device):
     # True where query i attends to key j: i - window < j <= i.
     i = torch.arange(n, device=device)[:, None]
@@ -185,7 +194,7 @@ def dat_attn(x, w_q, b_q, w_dw, b_dw, ln_g, ln_b, w_off, w_k, b_k, w_v, b_v, rpe
     return F.conv2d(out, w_o[:, :, None, None], b_o).permute(0, 2, 3, 1)
 
 
-ENTRIES = {f.__name__: f for f in (sdpa, causal_attention, padding_mask, mhsa, sigmoid_attention, sliding_window, softcap_sliding_window, rotary_attention, diff_attention, msda, ms_deform_attn_core, deform_attn, dat_attn)}
+ENTRIES = {f.__name__: f for f in (sdpa, causal_attention, padding_mask, mhsa, sigmoid_attention, sliding_window, softcap_sliding_window, rotary_attention, diff_attention, linear_attention, msda, ms_deform_attn_core, deform_attn, dat_attn)}
 
 
 def main():

@@ -1,6 +1,9 @@
 // IR helpers shared by the attn passes (IRUtils.h).
 #include "IRUtils.h"
 
+#include "attnc/Dialect/AttnOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
@@ -49,6 +52,47 @@ bool dependsOn(Value v, Value arg) {
     return found;
   };
   return dep(v);
+}
+
+std::optional<int64_t> evalIndex(Value v, DictionaryAttr est, llvm::SetVector<StringRef> &missing,
+                                 int depth) {
+  if (depth > 64)
+    return std::nullopt;
+  Operation *d = v.getDefiningOp();
+  if (!d)
+    return std::nullopt;
+  if (auto dim = dyn_cast<attn::DimOp>(d)) {
+    if (est)
+      if (auto a = est.getAs<IntegerAttr>(dim.getSize()))
+        return a.getInt();
+    missing.insert(dim.getSize());
+    return std::nullopt;
+  }
+  if (auto c = dyn_cast<arith::ConstantIndexOp>(d))
+    return c.value();
+  if (d->getNumOperands() != 2)
+    return std::nullopt;
+  auto a = evalIndex(d->getOperand(0), est, missing, depth + 1);
+  auto b = evalIndex(d->getOperand(1), est, missing, depth + 1);
+  if (!a || !b)
+    return std::nullopt;
+  if (isa<arith::AddIOp>(d))
+    return *a + *b;
+  if (isa<arith::SubIOp>(d))
+    return *a - *b;
+  if (isa<arith::MulIOp>(d))
+    return *a * *b;
+  if (isa<arith::DivSIOp, arith::FloorDivSIOp>(d) && *b > 0)
+    return *a >= 0 ? *a / *b : -((-*a + *b - 1) / *b);
+  if (isa<arith::CeilDivSIOp>(d) && *b > 0)
+    return *a >= 0 ? (*a + *b - 1) / *b : -(-*a / *b);
+  if (isa<arith::RemSIOp>(d) && *b != 0)
+    return *a % *b;
+  if (isa<arith::MaxSIOp>(d))
+    return std::max(*a, *b);
+  if (isa<arith::MinSIOp>(d))
+    return std::min(*a, *b);
+  return std::nullopt;
 }
 
 } // namespace attnc

@@ -3,7 +3,11 @@
 #pragma once
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <optional>
 
 namespace attnc {
 
@@ -22,5 +26,12 @@ bool dependsOn(mlir::Value v, mlir::Value arg);
 // makes itself (an unnormalised weight's select).
 mlir::ArrayAttr maskAxisBounds(mlir::Block &body, llvm::ArrayRef<int64_t> axes,
                                mlir::ValueRange extents);
+
+// The value of the index expression `v` (sizes, constants, + - * / % max min) with the sizes from
+// the kernel's estimates `est` (null: none); nullopt when it has no value, with the sizes that
+// had no estimate added to `missing`. attn-sample-order and attn-contraction-order price their
+// choices with it.
+std::optional<int64_t> evalIndex(mlir::Value v, mlir::DictionaryAttr est,
+                                 llvm::SetVector<llvm::StringRef> &missing, int depth = 0);
 
 } // namespace attnc

@@ -13,6 +13,8 @@ namespace attnc {
 
 void buildPassPipeline(OpPassManager &pm, const PipelineOptions &opts) {
   pm.addPass(createSampleOrderPass(SampleOrderPassOptions{sampleOrderName(opts.sampleOrder)}));
+  // Before the sums are split, bounded or fused: it rewrites only plain sums over a score.
+  pm.addPass(createContractionOrderPass());
   // Only for attn-online-softmax, which fuses the sums it splits off: unfused, the split sums
   // would read the values once per softmax instead of once. Before attn-mask-bounds, which bounds
   // each new sum by its own softmax's mask.

@@ -28,6 +28,21 @@ def SampleOrderPass : Pass<"attn-sample-order", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::arith::ArithDialect"];
 }
 
+def ContractionOrderPass : Pass<"attn-contraction-order", "mlir::ModuleOp"> {
+  let summary = "Reassociate a sum over keys of a factored score (linear attention's "
+                "phi(q) (phi(k)^T v)) when the sizes say it is cheaper";
+  let description = [{
+    For a score `s(.., i, j) = [c *] sum(d) A(.., i, d) * B(.., j, d)` every read of which is a sum
+    over its key index `sum(j) s(.., i, j) [* X(.., j, ..)]`, computes each such sum as
+    `[c *] sum(d) A(.., i, d) * kx(.., d, ..)` with `kx = sum(j) B(.., j, d) * X(.., j, ..)`
+    when that costs fewer multiply-adds at the kernel's `attn.estimates` (N_k D E + N_q D E against
+    N_q N_k (D + E) for linear attention); a factor that is not a plain read becomes a
+    definition of its own (`<s>__lhs`, `<s>__rhs`). Kept as written when an estimate is missing.
+    Each consumer records the decision and both costs in `attn.contraction_order`.
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect"];
+}
+
 def SplitSumsPass : Pass<"attn-split-sums", "mlir::ModuleOp"> {
   let summary = "Split a sum of softmax-weighted terms into one sum per softmax";
   let description = [{
