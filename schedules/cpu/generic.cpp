@@ -1,6 +1,7 @@
 // Generic CPU schedule: any kernel; every non-trivial Func computed at root, parallel and vectorized.
 #include "attnc/Schedule.h"
 
+#include <algorithm>
 #include <set>
 
 namespace attnc {
@@ -196,6 +197,68 @@ bool scheduleContraction(LoweredFunc &f, const Target &t, const ScheduleParams &
   return true;
 }
 
+void scheduleStored(LoweredFunc &f, const Target &t, const ScheduleParams &params,
+                    LoweredKernel *k);
+
+// Finds a float call to a math library function (exp, log, tanh, ...): --emit=cost's
+// transcendental calls.
+class HasTranscendental : public H::Internal::IRVisitor {
+public:
+  bool found = false;
+
+private:
+  using H::Internal::IRVisitor::visit;
+  void visit(const H::Internal::Call *c) override {
+    found |= (c->call_type == H::Internal::Call::PureExtern ||
+              c->call_type == H::Internal::Call::Extern) &&
+             c->type.is_float();
+    H::Internal::IRVisitor::visit(c);
+  }
+};
+
+// A pointwise definition that calls a transcendental and that some Func reads inside a loop over
+// an index of its own which the read does not use (a feature map phi(q)(i, d) read by
+// sum(d) phi(q)(i, d) * kv(d, e), once per e): inlined, the transcendental runs once per read
+// instead of once per point. Linear attention's elu + 1 ran E = 64 times per element
+// (--emit=cost at B1 H8 N2048 D64: 3.0e7 transcendental calls against the algorithm's 6.3e6).
+// Storing it costs one write and one read per point, less than one exp.
+bool reusedCostly(const LoweredFunc &f, const LoweredKernel &k) {
+  if (f.role != FuncRole::Define || f.isOutput || f.func.num_update_definitions() != 0)
+    return false;
+  HasTranscendental ht;
+  f.func.value().accept(&ht);
+  if (!ht.found)
+    return false;
+  for (const LoweredFunc &g : k.funcs) {
+    if (std::find(g.reads.begin(), g.reads.end(), f.func.name()) == g.reads.end() &&
+        std::find(g.reads.begin(), g.reads.end(), f.name) == g.reads.end())
+      continue;
+    for (int s = 0; s <= g.func.num_update_definitions(); ++s) {
+      const H::Expr value = s == 0 ? g.func.value() : g.func.update_value(s - 1);
+      std::vector<std::string> loops;
+      for (const H::Var &v : g.vars)
+        loops.push_back(v.name());
+      if (s > 0)
+        for (const H::RVar &r : g.rvars)
+          loops.push_back(r.name());
+      CallsIn ci;
+      value.accept(&ci);
+      for (const H::Internal::Call *c : ci.calls) {
+        if (c->name != f.func.name())
+          continue;
+        for (const std::string &l : loops) {
+          bool used = false;
+          for (const H::Expr &a : c->args)
+            used |= usesVar(a, l);
+          if (!used)
+            return true;
+        }
+      }
+    }
+  }
+  return false;
+}
+
 class CpuGenericRule : public ScheduleRule {
 public:
   std::string name() const override { return "cpu-generic"; }
@@ -210,8 +273,12 @@ public:
 
   void apply(const Match &, LoweredKernel &k, const Target &t,
              const ScheduleParams &params) const override {
-    for (LoweredFunc &f : k.funcs)
-      scheduleGenericFunc(f, t, params, &k);
+    for (LoweredFunc &f : k.funcs) {
+      if (genericSchedules(f))
+        scheduleGenericFunc(f, t, params, &k);
+      else if (reusedCostly(f, k))
+        scheduleStored(f, t, params, &k);
+    }
   }
 };
 
@@ -234,12 +301,13 @@ bool genericSchedules(const LoweredFunc &f) {
          f.role == FuncRole::SoftmaxSum || f.role == FuncRole::SoftmaxExp;
 }
 
-void scheduleGenericFunc(LoweredFunc &f, const Target &t, const ScheduleParams &params,
-                         LoweredKernel *k) {
+namespace {
+
+// `f`'s own loop nest: a contraction's register blocks, or at root, vectorised and parallel.
+void scheduleStored(LoweredFunc &f, const Target &t, const ScheduleParams &params,
+                    LoweredKernel *k) {
   const int vec = t.floatLanes * params.get("generic.vector_mult", 1);
   const int fuseLoops = params.get("generic.parallel_fuse", 3);
-  if (!genericSchedules(f))
-    return;
   if (scheduleContraction(f, t, params, k))
     return;
   if (!f.isOutput)
@@ -263,6 +331,14 @@ void scheduleGenericFunc(LoweredFunc &f, const Target &t, const ScheduleParams &
       st.parallel(outer);
     }
   }
+}
+
+} // namespace
+
+void scheduleGenericFunc(LoweredFunc &f, const Target &t, const ScheduleParams &params,
+                         LoweredKernel *k) {
+  if (genericSchedules(f))
+    scheduleStored(f, t, params, k);
 }
 
 std::unique_ptr<ScheduleRule> makeCpuGenericRule() { return std::make_unique<CpuGenericRule>(); }

@@ -251,6 +251,8 @@ CaseResult runCase(Case &c, const Options &o) {
     }
     addKernel("attnc (" + name + ")", "schedule", k, all, ins);
   }
+  for (auto &[name, k] : c.algorithms)
+    addKernel("attnc (" + name + ")", "schedule", k, all, ins);
   if (c.unmasked)
     addKernel("attnc (" + c.unmaskedName + ", no mask)", "unmasked", c.unmasked, all, unmaskedIns);
   for (auto &[name, fn] : c.cpp)

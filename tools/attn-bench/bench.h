@@ -55,6 +55,9 @@ struct Case {
   std::string unscheduledNote; // why SCHEDULE none is not timed at this shape
   std::vector<std::pair<std::string, const attnc::KernelDesc *>>
       schedules; // further named schedules
+  // The same file compiled to another algorithm (a pass's other choice, such as linear
+  // attention's contraction order as written): always timed, even where the rule is the same.
+  std::vector<std::pair<std::string, const attnc::KernelDesc *>> algorithms;
   // The same attention without the mask (sdpa for causal_attention), on the first
   // `unmaskedInputs` inputs: timed in turns with the kernel, never compared with the reference,
   // so the time the mask saves is measured under the same load.

@@ -499,8 +499,8 @@ void benchLinearAttention(const Options &o, std::vector<CaseResult> *out) {
     c.flopFormula = "4*B*H*N*D*(E+1)";
     c.flops = 4.0 * s.B * s.H * (double)s.N * s.D * (E + 1);
     c.kernel = &attnc_kernels::bench_linear_attention();
-    c.schedules.push_back({"as written (N x N scores, cpu-generic)",
-                           &attnc_kernels::bench_linear_attention_as_written()});
+    c.algorithms.push_back(
+        {"as written (N x N scores)", &attnc_kernels::bench_linear_attention_as_written()});
     c.reference = [&c, s, E] {
       const float *q = c.inputs[0].fp(), *k = c.inputs[1].fp(), *v = c.inputs[2].fp();
       const int D = s.D;
