@@ -137,7 +137,7 @@ void KernelSema::checkNode(Expr &e) {
     }
     size_t depth = scope_.size();
     for (auto &idx : e.reduceIndices)
-      scope_.push_back({idx.name, &idx, nullptr});
+      scope_.push_back({idx.name, &idx, nullptr, &e});
     check(*e.body);
     scope_.resize(depth);
     for (auto &idx : e.reduceIndices)

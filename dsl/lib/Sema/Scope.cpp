@@ -173,9 +173,20 @@ void KernelSema::checkIndexName(const IndexDecl &idx) {
   else if (consts_.count(idx.name))
     diags_.error(idx.loc, "index '" + shown(idx.name) + "' has the name of a constant");
   for (const ScopeEntry &s : scope_)
-    if (s.name == idx.name)
+    if (s.name == idx.name) {
       diags_.error(idx.loc, "index '" + shown(idx.name) + "' shadows an enclosing " +
                                 (s.let ? "'let' of" : "index of") + " the same name");
+      // `sum(j) a / sum(j) b` reads as `sum(j) (a / sum(j) b)`: a reduction's body runs to the
+      // end of the expression, which a ratio of two sums (linear attention's) runs into.
+      if (s.reduce) {
+        const char *kind = reduceKindName(s.reduce->reduceKind);
+        diags_.note(s.reduce->loc, std::string("the enclosing '") + kind + "(" + shown(idx.name) +
+                                       ")' starts here; its body runs to the end of the "
+                                       "expression: to end it, parenthesise it, as in '(" +
+                                       kind + "(" + shown(idx.name) + ") a) / (" + kind + "(" +
+                                       shown(idx.name) + ") b)'");
+      }
+    }
 }
 
 const ScopeEntry *KernelSema::lookup(const std::string &name) {

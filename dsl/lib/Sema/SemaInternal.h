@@ -120,6 +120,7 @@ struct ScopeEntry {
   std::string name;
   IndexDecl *index = nullptr;
   Expr *let = nullptr;
+  const Expr *reduce = nullptr; // the sum (max, ...) whose index it is
 };
 
 // Candidate extents of an index from its uses as a bare tensor subscript.
