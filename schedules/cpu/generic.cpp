@@ -200,20 +200,41 @@ bool scheduleContraction(LoweredFunc &f, const Target &t, const ScheduleParams &
 void scheduleStored(LoweredFunc &f, const Target &t, const ScheduleParams &params,
                     LoweredKernel *k);
 
-// Finds a float call to a math library function (exp, log, tanh, ...): --emit=cost's
-// transcendental calls.
+// Finds a float call to a math library function (exp, log, tanh, ...), as --emit=cost counts
+// transcendental calls. Only calls whose arguments use one of `vars`: a scale such as
+// 1 / sqrt(D) is the same at every point, and storing a score for it would only cost memory.
 class HasTranscendental : public H::Internal::IRVisitor {
 public:
+  explicit HasTranscendental(const std::vector<H::Var> &vars) : vars_(vars) {}
   bool found = false;
 
 private:
   using H::Internal::IRVisitor::visit;
+  bool varying(const H::Expr &e) const {
+    for (const H::Var &v : vars_)
+      if (usesVar(e, v.name()))
+        return true;
+    for (const std::string &l : varyingLets_)
+      if (usesVar(e, l))
+        return true;
+    return false;
+  }
+  void visit(const H::Internal::Let *l) override {
+    l->value.accept(this);
+    if (varying(l->value))
+      varyingLets_.push_back(l->name);
+    l->body.accept(this);
+  }
   void visit(const H::Internal::Call *c) override {
-    found |= (c->call_type == H::Internal::Call::PureExtern ||
-              c->call_type == H::Internal::Call::Extern) &&
-             c->type.is_float();
+    if ((c->call_type == H::Internal::Call::PureExtern ||
+         c->call_type == H::Internal::Call::Extern) &&
+        c->type.is_float())
+      for (const H::Expr &a : c->args)
+        found |= varying(a);
     H::Internal::IRVisitor::visit(c);
   }
+  const std::vector<H::Var> &vars_;
+  std::vector<std::string> varyingLets_; // let names bound to values that use vars_
 };
 
 // A pointwise definition that calls a transcendental and that some Func reads inside a loop over
@@ -225,8 +246,10 @@ private:
 bool reusedCostly(const LoweredFunc &f, const LoweredKernel &k) {
   if (f.role != FuncRole::Define || f.isOutput || f.func.num_update_definitions() != 0)
     return false;
-  HasTranscendental ht;
-  f.func.value().accept(&ht);
+  HasTranscendental ht(f.vars);
+  const H::Tuple own = f.func.values(); // held: as_vector() refers into it
+  for (const H::Expr &v : own.as_vector())
+    v.accept(&ht);
   if (!ht.found)
     return false;
   for (const LoweredFunc &g : k.funcs) {
@@ -234,15 +257,19 @@ bool reusedCostly(const LoweredFunc &f, const LoweredKernel &k) {
         std::find(g.reads.begin(), g.reads.end(), f.name) == g.reads.end())
       continue;
     for (int s = 0; s <= g.func.num_update_definitions(); ++s) {
-      const H::Expr value = s == 0 ? g.func.value() : g.func.update_value(s - 1);
+      // Tuple-valued Funcs (an online softmax's state, its tile ranges) too. The loops are the
+      // definition's own (pure and reduction indices; each update has its own domain), read
+      // before any Func is scheduled (apply decides for every Func first).
+      const H::Internal::Definition &def =
+          s == 0 ? g.func.function().definition() : g.func.function().updates()[s - 1];
+      const H::Tuple values = s == 0 ? g.func.values() : g.func.update_values(s - 1);
       std::vector<std::string> loops;
-      for (const H::Var &v : g.vars)
-        loops.push_back(v.name());
-      if (s > 0)
-        for (const H::RVar &r : g.rvars)
-          loops.push_back(r.name());
+      for (const H::Internal::Dim &d : def.schedule().dims())
+        if (d.var != H::Var::outermost().name())
+          loops.push_back(d.var);
       CallsIn ci;
-      value.accept(&ci);
+      for (const H::Expr &v : values.as_vector())
+        v.accept(&ci);
       for (const H::Internal::Call *c : ci.calls) {
         if (c->name != f.func.name())
           continue;
@@ -273,11 +300,14 @@ public:
 
   void apply(const Match &, LoweredKernel &k, const Target &t,
              const ScheduleParams &params) const override {
-    for (LoweredFunc &f : k.funcs) {
-      if (genericSchedules(f))
-        scheduleGenericFunc(f, t, params, &k);
-      else if (reusedCostly(f, k))
-        scheduleStored(f, t, params, &k);
+    std::vector<bool> stored(k.funcs.size());
+    for (size_t i = 0; i < k.funcs.size(); ++i)
+      stored[i] = !genericSchedules(k.funcs[i]) && reusedCostly(k.funcs[i], k);
+    for (size_t i = 0; i < k.funcs.size(); ++i) {
+      if (genericSchedules(k.funcs[i]))
+        scheduleGenericFunc(k.funcs[i], t, params, &k);
+      else if (stored[i])
+        scheduleStored(k.funcs[i], t, params, &k);
     }
   }
 };
