@@ -327,20 +327,11 @@ Factor makeFactor(Value v, Score s, StringRef suffix) {
 
 void annotate(Operation *owner, StringRef source, StringRef order, std::optional<double> asWritten,
               std::optional<double> reassociated, StringRef reason) {
-  Builder b(owner->getContext());
-  SmallVector<NamedAttribute> fields{b.getNamedAttr("order", b.getStringAttr(order))};
-  if (asWritten)
-    fields.push_back(b.getNamedAttr("as_written", b.getI64IntegerAttr(int64_t(*asWritten))));
-  if (reassociated)
-    fields.push_back(b.getNamedAttr("reassociated", b.getI64IntegerAttr(int64_t(*reassociated))));
-  if (!reason.empty())
-    fields.push_back(b.getNamedAttr("reason", b.getStringAttr(reason)));
-  // One entry per score: a second run of the pass replaces its own note.
-  NamedAttrList all;
-  if (auto old = owner->getAttrOfType<DictionaryAttr>("attn.contraction_order"))
-    all.append(old.begin(), old.end());
-  all.set(source, b.getDictionaryAttr(fields));
-  owner->setAttr("attn.contraction_order", all.getDictionary(owner->getContext()));
+  auto count = [](std::optional<double> c) -> std::optional<int64_t> {
+    return c ? std::optional<int64_t>(int64_t(*c)) : std::nullopt;
+  };
+  recordChoice(owner, "attn.contraction_order", source, order,
+               {{"as_written", count(asWritten)}, {"reassociated", count(reassociated)}}, reason);
 }
 
 void rewriteSite(Site &site, Score &s, Factor &fa, Factor &fb, int n) {

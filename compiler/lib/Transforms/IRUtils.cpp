@@ -95,4 +95,20 @@ std::optional<int64_t> evalIndex(Value v, DictionaryAttr est, llvm::SetVector<St
   return std::nullopt;
 }
 
+void recordChoice(Operation *owner, StringRef attrName, StringRef source, StringRef order,
+                  ArrayRef<std::pair<StringRef, std::optional<int64_t>>> costs, StringRef reason) {
+  Builder b(owner->getContext());
+  SmallVector<NamedAttribute> fields{b.getNamedAttr("order", b.getStringAttr(order))};
+  for (auto [name, cost] : costs)
+    if (cost)
+      fields.push_back(b.getNamedAttr(name, b.getI64IntegerAttr(*cost)));
+  if (!reason.empty())
+    fields.push_back(b.getNamedAttr("reason", b.getStringAttr(reason)));
+  NamedAttrList all;
+  if (auto old = owner->getAttrOfType<DictionaryAttr>(attrName))
+    all.append(old.begin(), old.end());
+  all.set(source, b.getDictionaryAttr(fields));
+  owner->setAttr(attrName, all.getDictionary(owner->getContext()));
+}
+
 } // namespace attnc

@@ -34,4 +34,13 @@ mlir::ArrayAttr maskAxisBounds(mlir::Block &body, llvm::ArrayRef<int64_t> axes,
 std::optional<int64_t> evalIndex(mlir::Value v, mlir::DictionaryAttr est,
                                  llvm::SetVector<llvm::StringRef> &missing, int depth = 0);
 
+// Records a cost-based pass's choice for the value `source` in `owner`'s dictionary attribute
+// `attrName`: {order, the costs that are known, reason when not empty}. A later run of the pass
+// replaces the entry for the same source, so the note stays one per choice. attn-sample-order and
+// attn-contraction-order explain themselves with it.
+void recordChoice(mlir::Operation *owner, llvm::StringRef attrName, llvm::StringRef source,
+                  llvm::StringRef order,
+                  llvm::ArrayRef<std::pair<llvm::StringRef, std::optional<int64_t>>> costs,
+                  llvm::StringRef reason);
+
 } // namespace attnc

@@ -730,19 +730,8 @@ struct Rewriter {
 
 void annotate(Operation *owner, StringRef source, StringRef order, std::optional<int64_t> pf,
               std::optional<int64_t> sf, StringRef reason) {
-  Builder b(owner->getContext());
-  SmallVector<NamedAttribute> fields{b.getNamedAttr("order", b.getStringAttr(order))};
-  if (pf)
-    fields.push_back(b.getNamedAttr("project_then_sample", b.getI64IntegerAttr(*pf)));
-  if (sf)
-    fields.push_back(b.getNamedAttr("sample_then_project", b.getI64IntegerAttr(*sf)));
-  if (!reason.empty())
-    fields.push_back(b.getNamedAttr("reason", b.getStringAttr(reason)));
-  SmallVector<NamedAttribute> all;
-  if (auto old = owner->getAttrOfType<DictionaryAttr>("attn.sample_order"))
-    all.append(old.begin(), old.end());
-  all.push_back(b.getNamedAttr(source, b.getDictionaryAttr(fields)));
-  owner->setAttr("attn.sample_order", b.getDictionaryAttr(all));
+  recordChoice(owner, "attn.sample_order", source, order,
+               {{"project_then_sample", pf}, {"sample_then_project", sf}}, reason);
 }
 
 void processKernel(attn::KernelOp kernel, SampleOrder mode) {
