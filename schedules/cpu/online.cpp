@@ -181,10 +181,9 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
     sorder.push_back(S.rvars[s]);
     if (!groupName.empty())
       sorder.push_back(varNamed(S, groupName));
-    if (G.keyRanged && valueExtent.defined()) {
-      H::Stage whole = su.specialize(valueExtent % vec == 0);
-      whole.reorder(sorder).vectorize(varNamed(S, g.valueVar), vec, H::TailStrategy::RoundUp);
-    }
+    if (G.keyRanged && valueExtent.defined())
+      if (std::optional<H::Stage> whole = specializeFor(su, {valueExtent % vec == 0}, t)[0])
+        whole->reorder(sorder).vectorize(varNamed(S, g.valueVar), vec, H::TailStrategy::RoundUp);
     su.reorder(sorder);
     if (!g.valueVar.empty())
       su.vectorize(varNamed(S, g.valueVar), vec, H::TailStrategy::GuardWithIf);
@@ -343,16 +342,10 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   // A head dimension known at compile time lets Halide drop the value loop's tail handling.
   std::optional<H::Stage> full;
   if (G.keyCount.defined() && G.tile > 0)
-    full = O.func.specialize(G.keyCount >= G.tile);
+    full = specializeFor(O.func, {G.keyCount >= G.tile}, t)[0];
   if (O.isOutput && !g.valueVar.empty() && O.varNames.back() == g.valueVar) {
     H::Expr De = O.func.output_buffer().dim(0).extent();
-    if (full) {
-      full->specialize(De == 64);
-      full->specialize(De == 128);
-    } else {
-      O.func.specialize(De == 64);
-      O.func.specialize(De == 128);
-    }
+    specializeFor(full ? *full : H::Stage(O.func), {De == 64, De == 128}, t);
   }
 }
 

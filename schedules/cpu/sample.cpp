@@ -205,10 +205,14 @@ public:
         // divides by a constant and a block of D lanes of c is one contiguous row of the sum,
         // copied with plain vector loads (72-74 ms).
         if (std::optional<H::Expr> D = sizeDivisor(h.value())) {
-          for (int blk : {vec, 2 * vec, 4 * vec})
-            h.specialize(*D == blk && h.output_buffer().dim(0).min() == 0)
-                .split(c, co, ci, blk)
-                .vectorize(ci);
+          const int blks[] = {vec, 2 * vec, 4 * vec};
+          std::vector<H::Expr> conds;
+          for (int blk : blks)
+            conds.push_back(*D == blk && h.output_buffer().dim(0).min() == 0);
+          std::vector<std::optional<H::Stage>> s = specializeFor(h, conds, t);
+          for (size_t i = 0; i < s.size(); ++i)
+            if (s[i])
+              s[i]->split(c, co, ci, blks[i]).vectorize(ci);
         }
         H::Stage(h).vectorize(c, vec, H::TailStrategy::GuardWithIf);
         f.func.compute_at(home->func, hro);

@@ -627,6 +627,22 @@ LoweredPlan lowerPlan(const LoweredKernel &k, const Halide::Target &t, bool jit)
   return plan;
 }
 
+std::map<std::string, int64_t> bufferSizes(const LoweredKernel &k,
+                                           const std::map<std::string, int64_t> &sizes) {
+  std::map<std::string, int64_t> env;
+  for (const auto &[name, dims] : shapesOf(k, sizes))
+    for (size_t d = 0; d < dims.size(); ++d) {
+      env[name + ".extent." + std::to_string(d)] = dims[d];
+      env[name + ".min." + std::to_string(d)] = 0;
+    }
+  return env;
+}
+
+std::optional<int64_t> evalWith(const Halide::Expr &e, const std::map<std::string, int64_t> &env) {
+  static const Shapes none;
+  return IntEval(env, none)(e);
+}
+
 WorkCount countWork(const LoweredKernel &k, const LoweredPlan &plan,
                     const std::map<std::string, int64_t> &sizes) {
   Shapes shapes = shapesOf(k, sizes);

@@ -115,13 +115,13 @@ std::string ratioText(double r) {
 // "auto" weighed by work: the first matching rule whose plan stays within kMaxPlanWorkRatio of
 // the algorithm's work, else the least costly plan with a warning.
 Selection selectByWork(const LoweredKernel &k, const Halide::Target &ht,
-                       const std::map<std::string, int64_t> &given, bool jit) {
+                       const std::map<std::string, int64_t> &given, bool jit, const Target &tt) {
   const std::map<std::string, int64_t> sizes = costSizes(k, given);
   std::optional<WorkCount> algorithm;
   std::optional<Selection> best;
   std::vector<std::string> declined;
   for (const auto &r : scheduleRules()) {
-    Selection s{r.get(), WholeKernel{}, Target(ht)};
+    Selection s{r.get(), WholeKernel{}, tt};
     std::optional<Match> m = r->match(k, s.target);
     if (!m)
       continue;
@@ -172,12 +172,14 @@ Selection selectByWork(const LoweredKernel &k, const Halide::Target &ht,
 
 Selection selectSchedule(const LoweredKernel &k, const Halide::Target &ht,
                          const std::string &choice, const std::map<std::string, int64_t> *sizes,
-                         bool jit) {
+                         bool jit, const std::map<std::string, int64_t> *runSizes) {
   Selection sel{nullptr, WholeKernel{}, Target(ht)};
+  if (runSizes)
+    sel.target.runBuffers = bufferSizes(k, *runSizes);
   if (choice == "none")
     return sel;
   if (choice == "auto" && sizes)
-    return selectByWork(k, ht, *sizes, jit);
+    return selectByWork(k, ht, *sizes, jit, sel.target);
   for (const auto &r : scheduleRules()) {
     if (choice != "auto" && r->name() != choice)
       continue;
@@ -200,6 +202,38 @@ Selection selectSchedule(const LoweredKernel &k, const Halide::Target &ht,
     names += (names.empty() ? "" : ", ") + r->name();
   throw std::runtime_error("unknown schedule '" + choice + "' (expected none, auto, " + names +
                            ")");
+}
+
+std::optional<bool> Target::atRun(const Halide::Expr &cond) const {
+  if (runBuffers.empty())
+    return std::nullopt;
+  std::optional<int64_t> v = evalWith(cond, runBuffers);
+  return v ? std::optional<bool>(*v != 0) : std::nullopt;
+}
+
+const char *const kRunSizesOnly =
+    "attnc: this JIT-compiled kernel runs only at the sizes it was compiled for";
+
+std::vector<std::optional<Halide::Stage>>
+specializeFor(Halide::Stage s, const std::vector<Halide::Expr> &conds, const Target &t) {
+  std::vector<std::optional<Halide::Stage>> out(conds.size());
+  for (size_t i = 0; i < conds.size(); ++i) {
+    std::optional<bool> holds = t.atRun(conds[i]);
+    // A condition the sizes make false keeps its branch, emptied to a failure: the copies after it
+    // are then lowered knowing it is false, as ahead of time. Without that branch, the general copy
+    // of an online softmax with fewer keys than a tile read its shifted last tile from before the
+    // first key (Halide bounded the read without the clamp the condition lets it drop).
+    if (holds && !*holds) {
+      s.specialize(conds[i]).specialize_fail(kRunSizesOnly);
+      continue;
+    }
+    out[i] = s.specialize(conds[i]);
+    if (holds) {
+      s.specialize_fail(kRunSizesOnly);
+      break;
+    }
+  }
+  return out;
 }
 
 std::string Selection::name() const { return rule ? rule->name() : "none"; }
@@ -267,8 +301,9 @@ std::string Selection::apply(LoweredKernel &k, const ScheduleParams &params) con
 }
 
 std::string applySchedule(LoweredKernel &k, const Halide::Target &t, const std::string &choice,
-                          const ScheduleParams &params) {
-  return selectSchedule(k, t, choice).apply(k, params);
+                          const ScheduleParams &params,
+                          const std::map<std::string, int64_t> *runSizes) {
+  return selectSchedule(k, t, choice, nullptr, false, runSizes).apply(k, params);
 }
 
 } // namespace attnc

@@ -1,4 +1,5 @@
-// clone(): one lowering serves every schedule candidate, each scheduled on its own copy.
+// clone(): one lowering serves every schedule candidate, each scheduled on its own copy; a JIT
+// compile at known sizes keeps only the specialisations they take.
 #include "attnc/Compilation.h"
 
 #include <gmock/gmock.h>
@@ -338,6 +339,50 @@ TEST(Clone, RefusesAScheduledKernel) {
   LoweredKernel k = src.fresh();
   k.inputs[0].param.in();
   EXPECT_THROW(attnc::clone(k), std::logic_error);
+}
+
+// A JIT compile at known sizes (ScheduleRequest::runSizes, attn-run's) keeps only the
+// specialisations those sizes take: padding_mask's cpu-online plan AOT has 4 copies of the output
+// (a whole key tile or fewer keys; whole tiles by head dimension 64, 128 or another), at B1 H1 Nq9
+// Nk200 D8 one (whole tiles, neither 64 nor 128) and failures for the copies left out; it computes what the AOT plan computes at those sizes, bit for bit.
+TEST(RunSizes, JitAtKnownSizesKeepsTheCopyItTakes) {
+  Source src("padding_mask", "padding_mask");
+  ASSERT_TRUE(src.kernel) << src.diag.str();
+  const std::map<std::string, int64_t> sizes = {
+      {"B", 1}, {"H", 1}, {"Nq", 9}, {"Nk", 200}, {"D", 8}};
+  const LoweredKernel original = src.fresh();
+  LoweredKernel aot = attnc::clone(original), sized = attnc::clone(original);
+  attnc::ScheduleRequest r;
+  r.weigh = false;
+  EXPECT_EQ(attnc::scheduleKernel(aot, host(), r).applied, "cpu-online");
+  r.runSizes = sizes;
+  EXPECT_EQ(attnc::scheduleKernel(sized, host(), r).applied, "cpu-online");
+  const std::string aotStmt = compile(aot, attnc::Emit::Stmt, "cpu-online");
+  const std::string sizedStmt = compile(sized, attnc::Emit::Stmt, "cpu-online");
+  auto count = [](const std::string &s, const std::string &what) {
+    size_t n = 0;
+    for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1))
+      ++n;
+    return n;
+  };
+  // The online state's loops, in every copy (80 AOT, 16 at these sizes when written).
+  const std::string tileLoop = "for (o__state.s";
+  EXPECT_EQ(count(aotStmt, "halide_error_specialize_fail"), 0u);
+  EXPECT_GT(count(sizedStmt, "halide_error_specialize_fail"), 0u);
+  EXPECT_GE(count(aotStmt, tileLoop), 4 * count(sizedStmt, tileLoop));
+  EXPECT_LT(sizedStmt.size() * 2, aotStmt.size());
+  try {
+    H::Buffer<float> a = run(aot, jit(aot), sizes), b = run(sized, jit(sized), sizes);
+    EXPECT_EQ(maxRelDiff(b, a), 0.f);
+    // Fewer keys than a tile take a copy that was not compiled: an error (Halide's check of the
+    // inputs' regions, which are the compiled copy's, comes first), never a wrong result.
+    H::Pipeline p = jit(sized);
+    std::map<std::string, int64_t> other = sizes;
+    other["Nk"] = 100;
+    EXPECT_THROW(run(sized, p, other), H::RuntimeError);
+  } catch (const H::CompileError &e) {
+    FAIL() << e.what();
+  }
 }
 
 } // namespace

@@ -575,7 +575,8 @@ int runCompiled(attnc::Compilation &comp, const Assignments &ins, const Assignme
                                                      {},
                                                      comp.options().passes.estimates,
                                                      /*weigh=*/!onlineTile.value(),
-                                                     /*jit=*/true});
+                                                     /*jit=*/true,
+                                                     /*runSizes=*/sizes});
     if (!scheduled.warning.empty())
       std::cerr << scheduled.warning << "\n";
     const std::string &applied = scheduled.applied;

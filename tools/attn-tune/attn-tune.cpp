@@ -791,7 +791,8 @@ private:
       attnc::LoweredKernel lk = tu.lower(c.tile);
       attnc::ScheduleParams sp;
       sp.values = c.params;
-      attnc::applySchedule(lk, tu.target, rule->name(), sp);
+      // Timed at tu.sizes only: the copy the AOT kernel runs at them, alone (Target::runBuffers).
+      attnc::applySchedule(lk, tu.target, rule->name(), sp, &tu.sizes);
       H::Pipeline p = lk.pipeline();
       p.compile_jit(tu.target);
       std::vector<std::vector<char>> out;
@@ -873,7 +874,7 @@ private:
     *lk = tu.lower(c.tile);
     attnc::ScheduleParams sp;
     sp.values = c.params;
-    attnc::applySchedule(*lk, tu.target, rule->name(), sp);
+    attnc::applySchedule(*lk, tu.target, rule->name(), sp, &tu.sizes);
     H::Pipeline p = lk->pipeline();
     p.compile_jit(tu.target);
     return p;

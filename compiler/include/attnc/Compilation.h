@@ -55,6 +55,9 @@ struct ScheduleRequest {
   // For a JIT run (attn-run): "auto" JIT-compiles the plans it weighs, and the chosen one comes
   // back as AppliedSchedule::jitKernel, to run without lowering it again.
   bool jit = false;
+  // For a JIT run at known sizes (attn-run: the inputs' sizes): the rules compile only the
+  // specialisations these sizes take (Target::runBuffers); the kernel then runs only at them.
+  std::optional<std::map<std::string, int64_t>> runSizes;
 };
 
 // The schedule a kernel got: `applied` for humans (the stmt header, attn-run's report),

@@ -64,7 +64,8 @@ AppliedSchedule scheduleKernel(LoweredKernel &k, const Halide::Target &t,
     return out;
   }
   Selection sel =
-      selectSchedule(k, t, r.schedule, r.weigh && r.params.empty() ? &r.estimates : nullptr, r.jit);
+      selectSchedule(k, t, r.schedule, r.weigh && r.params.empty() ? &r.estimates : nullptr, r.jit,
+                     r.runSizes ? &*r.runSizes : nullptr);
   out.described = sel.describe(k, r.params);
   out.applied = sel.apply(k, r.params);
   if (!sel.declined.empty()) {

@@ -60,6 +60,15 @@ LoweredPlan lowerPlan(const LoweredKernel &scheduled, const Halide::Target &t, b
 std::map<std::string, int64_t>
 costSizes(const LoweredKernel &k, const std::map<std::string, int64_t> &given, int64_t value = 64);
 
+// Each buffer's extents and mins at `sizes` (every size symbol bound), named as Halide's front end
+// names them: "q.extent.0" is q's innermost (last in the DSL) dimension; mins are 0, as attn-run
+// and the runtime's views pass them. Throws std::runtime_error when a size is missing.
+std::map<std::string, int64_t> bufferSizes(const LoweredKernel &k,
+                                           const std::map<std::string, int64_t> &sizes);
+// The value of the integer or boolean expression `e` with the names in `env` bound (as Cost's
+// loop extents are evaluated); nullopt when it reads anything else.
+std::optional<int64_t> evalWith(const Halide::Expr &e, const std::map<std::string, int64_t> &env);
+
 // The work of `scheduled` (already scheduled by a rule, or unscheduled) on `t`, with the inputs'
 // sizes bound by `sizes`. Lowers the pipeline (no code generation). Throws std::runtime_error when
 // a size is missing.

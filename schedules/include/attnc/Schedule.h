@@ -81,6 +81,15 @@ std::vector<Knob> cudaGenericKnobs();
 bool cudaGenericSchedules(const LoweredFunc &f);
 void scheduleCudaStage(Halide::Stage st, const LoweredFunc &f, int tileX, int tileY);
 
+// Specialisations of `s` on `conds`, in order (Halide takes the first that holds), as
+// s.specialize(c) for each would give them; each returned stage is to be scheduled like the one it
+// specialises. In a JIT compile at known sizes (Target::runBuffers) a condition those sizes make
+// false gets a copy that only fails (nullopt here) and the first they make true is the last copy:
+// every other case of `s` then fails at run time (specialize_fail), so none of them is compiled. Call it once per stage,
+// after the stage's other specialisations.
+std::vector<std::optional<Halide::Stage>>
+specializeFor(Halide::Stage s, const std::vector<Halide::Expr> &conds, const Target &t);
+
 // Every rule, in priority order: the first whose match finds its pattern schedules the kernel;
 // each target's generic rule, last among its rules, matches every kernel.
 const std::vector<std::unique_ptr<ScheduleRule>> &scheduleRules();
@@ -127,12 +136,16 @@ struct Selection {
 // rule would, the least costly plan is taken with a warning naming the definition recomputed.
 // With `jit`, each weighed plan is JIT-compiled (lowered once, as Pipeline::realize would) rather
 // than only lowered: the chosen one then runs without lowering again, and only a declined plan,
-// the exception, costs a code generation.
+// the exception, costs a code generation. With `runSizes` (a JIT compile that runs once, at
+// those sizes), the selection's Target carries them (Target::runBuffers).
 Selection selectSchedule(const LoweredKernel &k, const Halide::Target &t, const std::string &choice,
-                         const std::map<std::string, int64_t> *sizes = nullptr, bool jit = false);
+                         const std::map<std::string, int64_t> *sizes = nullptr, bool jit = false,
+                         const std::map<std::string, int64_t> *runSizes = nullptr);
 
-// selectSchedule(k, t, choice).apply(k, params): the kernel searched once, then scheduled.
+// selectSchedule(k, t, choice).apply(k, params): the kernel searched once, then scheduled; with
+// `runSizes`, for a JIT compile that runs only at those sizes (Target::runBuffers).
 std::string applySchedule(LoweredKernel &k, const Halide::Target &t, const std::string &choice,
-                          const ScheduleParams &params = {});
+                          const ScheduleParams &params = {},
+                          const std::map<std::string, int64_t> *runSizes = nullptr);
 
 } // namespace attnc
