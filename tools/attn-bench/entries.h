@@ -28,6 +28,7 @@ void benchMsda(const Options &o, std::vector<CaseResult> *out);
 void benchMsDeformAttnCore(const Options &o, std::vector<CaseResult> *out);
 void benchDeformAttn(const Options &o, std::vector<CaseResult> *out);
 void benchDatAttn(const Options &o, std::vector<CaseResult> *out);
+void benchSwin(const Options &o, std::vector<CaseResult> *out);
 
 inline const std::vector<Variant> &variants() {
   static const std::vector<Variant> v = {
@@ -45,6 +46,7 @@ inline const std::vector<Variant> &variants() {
       {"ms_deform_attn_core", benchMsDeformAttnCore},
       {"deform_attn", benchDeformAttn},
       {"dat_attn", benchDatAttn},
+      {"swin_attention", benchSwin},
   };
   return v;
 }

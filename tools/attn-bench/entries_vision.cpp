@@ -1,4 +1,4 @@
-// attn-bench entries of the vision family: msda, ms_deform_attn_core, deform_attn and dat_attn.
+// attn-bench entries of the vision family: msda, ms_deform_attn_core, deform_attn, dat_attn and swin_attention.
 #include "entries.h"
 #include "pytorch_style.h"
 
@@ -9,6 +9,8 @@
 #include "bench_ms_deform_attn_core_generic.attnc.h"
 #include "bench_ms_deform_attn_core_none.attnc.h"
 #include "bench_msda.attnc.h"
+#include "bench_swin_attention.attnc.h"
+#include "bench_swin_attention_shifted.attnc.h"
 #ifdef ATTN_BENCH_AUTOSCHEDULED
 #include "bench_ms_deform_attn_core_adams2019.attnc.h"
 #include "bench_ms_deform_attn_core_mullapudi2016.attnc.h"
@@ -38,6 +40,50 @@ double bytesOf(const std::vector<Tensor> &inputs, const std::vector<int64_t> &ou
   for (int64_t d : outShape)
     o *= (double)d;
   return 4.0 * (n + o);
+}
+
+// Swin's window attention as swin_attention.attn defines it (Swin's own arithmetic: roll, windows,
+// bias, -100 across regions), one query at a time in float: q, k, v [B, NH, Y, X, D], table
+// [(2 ws - 1)^2, NH].
+std::vector<float> swinReference(const float *q, const float *k, const float *v, const float *table,
+                                 int B, int NH, int Y, int X, int D, int ws, int shift) {
+  std::vector<float> o((size_t)B * NH * Y * X * D), s((size_t)ws * ws);
+  auto region = [&](int p, int n) { return p < n - ws ? 0 : p < n - shift ? 1 : 2; };
+  auto at = [&](int b, int h, int y, int x) { return (((size_t)b * NH + h) * Y + y) * X + x; };
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < NH; ++h)
+      for (int y = 0; y < Y; ++y)
+        for (int x = 0; x < X; ++x) {
+          const int ry = (y + Y - shift) % Y, rx = (x + X - shift) % X;
+          const float *qp = q + at(b, h, y, x) * D;
+          float m = -INFINITY;
+          for (int u = 0; u < ws; ++u)
+            for (int t = 0; t < ws; ++t) {
+              const int ky = ry / ws * ws + u, kx = rx / ws * ws + t;
+              const float *kp = k + at(b, h, (ky + shift) % Y, (kx + shift) % X) * D;
+              float dot = 0;
+              for (int d = 0; d < D; ++d)
+                dot += qp[d] * kp[d];
+              const int rel = (ry % ws - u + ws - 1) * (2 * ws - 1) + rx % ws - t + ws - 1;
+              const bool same = region(ry, Y) == region(ky, Y) && region(rx, X) == region(kx, X);
+              float &sc = s[(size_t)u * ws + t];
+              sc = dot / std::sqrt((float)D) + table[(size_t)rel * NH + h] + (same ? 0.f : -100.f);
+              m = std::max(m, sc);
+            }
+          float sum = 0;
+          for (float &sc : s)
+            sum += (sc = std::exp(sc - m));
+          float *op = o.data() + at(b, h, y, x) * D;
+          for (int u = 0; u < ws; ++u)
+            for (int t = 0; t < ws; ++t) {
+              const int ky = ry / ws * ws + u, kx = rx / ws * ws + t;
+              const float *vp = v + at(b, h, (ky + shift) % Y, (kx + shift) % X) * D;
+              const float w = s[(size_t)u * ws + t] / sum;
+              for (int d = 0; d < D; ++d)
+                op[d] += w * vp[d];
+            }
+        }
+  return o;
 }
 
 std::string mapLabel(int B, int Y, int X, int C) {
@@ -324,6 +370,45 @@ void benchDatAttn(const Options &o, std::vector<CaseResult> *out) {
     c.torchConsts = "{\"stride\": 1, \"ksize\": 5, \"orf\": 2.0, \"heads\": 12, \"groups\": 3}";
     out->push_back(runCase(c, o));
   }
+}
+
+// Swin Transformer's window attention (swin_attention.attn, ws = 7) on the image, W-MSA and SW-MSA
+// (shift 3, bench_swin_attention_shifted): per query, the scores and the weighted sum over its
+// window's 49 keys, 2*49*D flops each: 4*B*NH*Y*X*49*D (the bias, the mask and the softmax are not
+// counted). Swin-T's first stage (56x56, 3 heads of 32 channels) and third (14x14, 12 heads).
+void benchSwin(const Options &o, std::vector<CaseResult> *out) {
+  struct Shape {
+    int B, NH, Y, X, D;
+  };
+  const std::vector<Shape> shapes =
+      o.quick ? std::vector<Shape>{{1, 2, 14, 14, 8}}
+              : std::vector<Shape>{{1, 3, 56, 56, 32}, {1, 12, 14, 14, 32}};
+  const int ws = 7;
+  for (const Shape &s : shapes)
+    for (int shift : {0, 3}) {
+      Case c;
+      c.variant = "swin_attention";
+      c.shape = "B" + std::to_string(s.B) + " NH" + std::to_string(s.NH) + " " +
+                std::to_string(s.Y) + "x" + std::to_string(s.X) + " D" + std::to_string(s.D) +
+                (shift ? " shift 3" : " shift 0");
+      const std::vector<int64_t> shape = {s.B, s.NH, s.Y, s.X, s.D};
+      c.inputs = {Tensor::randn(shape, 81), Tensor::randn(shape, 82), Tensor::randn(shape, 83),
+                  Tensor::randn({(2 * ws - 1) * (2 * ws - 1), s.NH}, 84, 0.f, .5f)};
+      c.outShape = shape;
+      c.flopFormula = "4*B*NH*Y*X*49*D";
+      c.flops = 4.0 * s.B * s.NH * s.Y * s.X * ws * ws * s.D;
+      c.bytes = bytesOf(c.inputs, c.outShape);
+      c.kernel = shift ? &attnc_kernels::bench_swin_attention_shifted()
+                       : &attnc_kernels::bench_swin_attention();
+      c.unscheduledNote = "not built: no SCHEDULE none kernel of this variant";
+      c.reference = [&c, s, shift] {
+        return swinReference(c.inputs[0].fp(), c.inputs[1].fp(), c.inputs[2].fp(), c.inputs[3].fp(),
+                             s.B, s.NH, s.Y, s.X, s.D, ws, shift);
+      };
+      c.torchEntry = "swin_attention";
+      c.torchConsts = "{\"ws\": 7, \"shift\": " + std::to_string(shift) + "}";
+      out->push_back(runCase(c, o));
+    }
 }
 
 } // namespace attn_bench

@@ -194,7 +194,46 @@ def dat_attn(x, w_q, b_q, w_dw, b_dw, ln_g, ln_b, w_off, w_k, b_k, w_v, b_v, rpe
     return F.conv2d(out, w_o[:, :, None, None], b_o).permute(0, 2, 3, 1)
 
 
-ENTRIES = {f.__name__: f for f in (sdpa, causal_attention, padding_mask, mhsa, sigmoid_attention, sliding_window, softcap_sliding_window, rotary_attention, diff_attention, linear_attention, msda, ms_deform_attn_core, deform_attn, dat_attn)}
+def swin_attention(q, k, v, table, ws, shift):
+    # Swin Transformer's SwinTransformerBlock attention path on per-head q, k, v [B, NH, H, W, D]: torch.roll,
+    # window_partition, WindowAttention (scale, relative_position_bias_table[relative_position_index], the
+    # shifted-window attn_mask, softmax), window_reverse, roll back.
+    B, NH, H, W, D = q.shape
+    if shift:
+        q, k, v = (torch.roll(a, shifts=(-shift, -shift), dims=(2, 3)) for a in (q, k, v))
+
+    def partition(a):
+        a = a.view(B, NH, H // ws, ws, W // ws, ws, D).permute(0, 2, 4, 1, 3, 5, 6)
+        return a.reshape(-1, NH, ws * ws, D)
+
+    qw, kw, vw = partition(q), partition(k), partition(v)
+    coords = torch.flatten(torch.stack(torch.meshgrid(torch.arange(ws), torch.arange(ws), indexing="ij")), 1)
+    rel = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0).contiguous()
+    rel[:, :, 0] += ws - 1
+    rel[:, :, 1] += ws - 1
+    rel[:, :, 0] *= 2 * ws - 1
+    index = rel.sum(-1)
+    bias = table[index.view(-1)].view(ws * ws, ws * ws, -1).permute(2, 0, 1).contiguous()
+    attn = (qw * D ** -0.5) @ kw.transpose(-2, -1) + bias.unsqueeze(0)
+    if shift:
+        img = torch.zeros((1, H, W, 1))
+        cnt = 0
+        for hs in (slice(0, -ws), slice(-ws, -shift), slice(-shift, None)):
+            for wsl in (slice(0, -ws), slice(-ws, -shift), slice(-shift, None)):
+                img[:, hs, wsl, :] = cnt
+                cnt += 1
+        mw = img.view(1, H // ws, ws, W // ws, ws, 1).permute(0, 1, 3, 2, 4, 5).reshape(-1, ws * ws)
+        mask = (mw.unsqueeze(1) - mw.unsqueeze(2)).masked_fill(mw.unsqueeze(1) - mw.unsqueeze(2) != 0, -100.0)
+        nW = mask.shape[0]
+        attn = (attn.view(B, nW, NH, ws * ws, ws * ws) + mask.unsqueeze(1).unsqueeze(0)).view(-1, NH, ws * ws, ws * ws)
+    o = attn.softmax(dim=-1) @ vw
+    o = o.view(B, H // ws, W // ws, NH, ws, ws, D).permute(0, 3, 1, 4, 2, 5, 6).reshape(B, NH, H, W, D)
+    if shift:
+        o = torch.roll(o, shifts=(shift, shift), dims=(2, 3))
+    return o
+
+
+ENTRIES = {f.__name__: f for f in (sdpa, causal_attention, padding_mask, mhsa, sigmoid_attention, sliding_window, softcap_sliding_window, rotary_attention, diff_attention, linear_attention, msda, ms_deform_attn_core, deform_attn, dat_attn, swin_attention)}
 
 
 def main():
