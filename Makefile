@@ -87,8 +87,8 @@ SANITIZER_ENV = ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:print_stacktrace=1:s
 # The whole project (gcc) with AddressSanitizer and UndefinedBehaviorSanitizer, then every ctest
 # but the sweeps. The AOT kernels are copied from $(BUILD) (ATTNC_PREBUILT_KERNELS): the code
 # Halide generates is never instrumented, so they are the same bits, and compiling them again was
-# most of the sanitized build; the instrumented attnc, attn-run and attn-tune still run in lit
-# (but for two tests of repeated AOT compiles that say `UNSUPPORTED: asan`, docs/status.md). The
+# most of the sanitized build; the instrumented attnc, attn-run and attn-tune still run every lit
+# test. The
 # sweeps (ctest label `sweep`: ptx_check, plan_work_check, numerics_fuzz_quick) run the release
 # tools over every kernel, paths the sanitized lit and unit tests already take; under ASan they
 # took longer than all the rest together and put CI past its 90 minutes. attnc-based tests run

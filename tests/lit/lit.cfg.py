@@ -20,13 +20,6 @@ for tool in ["attnc", "attn-opt", "attn-run", "attn-tune", "FileCheck", "not", "
     if not os.path.exists(os.path.join(d, tool)):
         lit_config.fatal("lit: cannot find %s in %s" % (tool, d))
 
-# A sanitized build (make test-asan): tests that compile the same kind of kernel many times over
-# (tile sizes, schedules, tuning) say `UNSUPPORTED: asan`. The time goes to libHalide and LLVM,
-# which are not instrumented but run at half speed under ASan's allocator (measured with perf: 38%
-# of a compile in libasan), and every attnc path they take is also taken by a lighter test.
-if getattr(config, "attnc_sanitize", ""):
-    config.available_features.add("asan")
-
 # The CUDA toolkit's ptxas assembles PTX offline (no GPU needed): tests that assemble it say
 # `REQUIRES: ptxas` and are reported unsupported where the toolkit is missing.
 import shutil
