@@ -341,9 +341,12 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   // without this read its scores through gathers and ran at 0.9x sdpa's time instead of ~0.55x.
   // A head dimension known at compile time lets Halide drop the value loop's tail handling.
   std::optional<H::Stage> full;
-  if (G.keyCount.defined() && G.tile > 0)
+  const bool tiled = G.keyCount.defined() && G.tile > 0;
+  if (tiled)
     full = specializeFor(O.func, {G.keyCount >= G.tile}, t)[0];
-  if (O.isOutput && !g.valueVar.empty() && O.varNames.back() == g.valueVar) {
+  // The head-dimension copies are the whole-tile copy's where there is one: a JIT compile whose
+  // sizes have fewer keys than a tile (no whole-tile copy) runs the general copy, as ahead of time.
+  if (O.isOutput && !g.valueVar.empty() && O.varNames.back() == g.valueVar && (full || !tiled)) {
     H::Expr De = O.func.output_buffer().dim(0).extent();
     specializeFor(full ? *full : H::Stage(O.func), {De == 64, De == 128}, t);
   }

@@ -37,7 +37,7 @@ struct Target {
   // those sizes, as Halide's front end names them ("k.extent.1", "o.min.0"). Rules then compile
   // only the specialisations those sizes take (specializeFor in Schedule.h): the same code the
   // ahead-of-time kernel runs at them, without the copies for other sizes (a padded online
-  // kernel's compile: 8.2 -> 3.4 s on Zen 4). Empty ahead of time, where sizes are not known.
+  // kernel's compile: 8.2 -> 2.5 s on Zen 4). Empty ahead of time, where sizes are not known.
   std::map<std::string, int64_t> runBuffers;
   // `cond` at runBuffers: nullopt ahead of time or where the sizes do not decide it.
   std::optional<bool> atRun(const Halide::Expr &cond) const;
