@@ -174,10 +174,10 @@ Selection selectSchedule(const LoweredKernel &k, const Halide::Target &ht,
                          const std::string &choice, const std::map<std::string, int64_t> *sizes,
                          bool jit, const std::map<std::string, int64_t> *runSizes) {
   Selection sel{nullptr, WholeKernel{}, Target(ht)};
+  if (choice == "none")
+    return sel; // no rule: nothing reads the run's sizes
   if (runSizes)
     sel.target.runBuffers = bufferSizes(k, *runSizes);
-  if (choice == "none")
-    return sel;
   if (choice == "auto" && sizes)
     return selectByWork(k, ht, *sizes, jit, sel.target);
   for (const auto &r : scheduleRules()) {

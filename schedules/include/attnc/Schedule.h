@@ -85,8 +85,8 @@ void scheduleCudaStage(Halide::Stage st, const LoweredFunc &f, int tileX, int ti
 // s.specialize(c) for each would give them; each returned stage is to be scheduled like the one it
 // specialises. In a JIT compile at known sizes (Target::runBuffers) a condition those sizes make
 // false gets a copy that only fails (nullopt here) and the first they make true is the last copy:
-// every other case of `s` then fails at run time (specialize_fail), so none of them is compiled. Call it once per stage,
-// after the stage's other specialisations.
+// every other case of `s` then fails at run time (specialize_fail), so none of them is compiled.
+// Call it once per stage, after the stage's other specialisations.
 std::vector<std::optional<Halide::Stage>>
 specializeFor(Halide::Stage s, const std::vector<Halide::Expr> &conds, const Target &t);
 
