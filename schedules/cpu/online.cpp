@@ -163,10 +163,8 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   const std::string rowName = G.grouped ? laneName : g.queryVar;
   if (!g.valueVar.empty())
     S.func.vectorize(varNamed(S, g.valueVar), vec, H::TailStrategy::GuardWithIf);
-  // Under key ranges, the tile loops are trimmed only if the state's update is the sole `if`
-  // around its reads of the tile Funcs: a GuardWithIf on the value index wraps it in one more,
-  // and Halide then computes every tile Func for every tile (the range test made per store).
-  // So where the value extent is a multiple of the vector, the value loop rounds up instead.
+  // Under key ranges, where the value extent is a multiple of the vector, the value loop rounds
+  // up instead of guarding each vector store with an `if` of its own next to the range's.
   H::Expr valueExtent;
   for (auto &[n, e] : G.extents)
     if (n == g.valueVar)
@@ -211,9 +209,9 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
     // Tile buffers: allocated once per task, except the fully visible chain's, which Halide may
     // drop from a specialisation (N < tile) and then cannot hoist; grouped, a tile has the rows
     // of one group, so those buffers have a constant size (stack, not heap).
-    // Under key ranges (a padding mask), Halide trims a tile loop to the tiles in range only
-    // where nothing computed in it outlives an iteration: the buffers stay in the loop, sized by
-    // the task's rows so that they are constant (on the stack). A one-key tile (--online-tile=1)
+    // Under key ranges (a padding mask), KeyRangeLoops.cpp bounds a tile loop to the tiles in
+    // range only where nothing computed in it outlives an iteration: the buffers stay in the
+    // loop, sized by the task's rows so that they are constant (on the stack). A one-key tile (--online-tile=1)
     // is not hoisted either: Halide drops the extent-1 buffer's Realize and then cannot hoist it.
     auto place = [&](H::Func f, const std::vector<H::Var> &fvars) {
       f.compute_at(tile);

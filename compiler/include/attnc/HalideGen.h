@@ -119,8 +119,9 @@ struct OnlineGroup {
   bool grouped = false;
   int queryGroup = 0; // rows per group (attn.online_softmax's query_group)
   // The tile updates are bounded by data-dependent key ranges (`<o>__tranges`, a key padding
-  // mask): Halide trims those tile loops only where the tile Funcs are allocated inside them
-  // (stores to buffers that outlive an iteration are never no-ops).
+  // mask): LoweredKernel::pipeline() bounds those tile loops by them (KeyRangeLoops.cpp), which
+  // needs every store an iteration makes to a buffer that outlives it under the range's `if`s:
+  // the tile Funcs must be allocated inside the tile loop.
   bool keyRanged = false;
   // The extent of each index of the result, by name (the value index's among them).
   std::vector<std::pair<std::string, Halide::Expr>> extents;
@@ -170,6 +171,11 @@ void checkRequirementsFirst(Halide::Pipeline &p);
 // Makes compiling `p` for a GPU fail when a block's thread count has no constant bound within
 // CUDA's limits, instead of the launch failing on the device (GpuLaunchLimits.cpp).
 void checkGpuLaunchLimits(Halide::Pipeline &p);
+
+// Makes `p` run each named loop (an online state's key-tile loop under key ranges) only over the
+// tiles its ranges let through, which Halide does not do for a predicate that reads a Func
+// (KeyRangeLoops.cpp).
+void boundKeyRangeLoops(Halide::Pipeline &p, const std::vector<std::string> &loops);
 
 // Lowers one kernel. Throws std::runtime_error for IR that has no Halide lowering.
 LoweredKernel lowerToHalide(attn::KernelOp kernel);

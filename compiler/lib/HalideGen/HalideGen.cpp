@@ -86,6 +86,16 @@ H::Pipeline LoweredKernel::pipeline() const {
     checkRequirementsFirst(p);
   if (checkGpuLaunches)
     checkGpuLaunchLimits(p);
+  // The key-ranged tile loops: `<state>.s<update>.<tile RVar>`, as Halide names a loop.
+  std::vector<std::string> ranged;
+  for (const OnlineGroup &g : onlineGroups)
+    if (g.keyRanged) {
+      const LoweredFunc &s = funcs[g.state];
+      for (size_t u = 0; u < s.rvars.size(); ++u)
+        ranged.push_back(s.func.name() + ".s" + std::to_string(u + 1) + "." + s.rvars[u].name());
+    }
+  if (!ranged.empty())
+    boundKeyRangeLoops(p, ranged);
   return p;
 }
 

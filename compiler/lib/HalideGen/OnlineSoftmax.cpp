@@ -267,12 +267,13 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   // `mask(b, j) == 0`) give, per entry of the other row indices (the batch), the keys they let
   // through: `<o>__tkeys` = (first, last + 1, count). Tiles outside [first, last] are skipped
   // by every row, whatever else the mask says. The skip must be a range of tiles, linear in the
-  // tile index (Halide then solves the update's predicate for loop bounds, and the tile Funcs
-  // computed at that loop run only inside them; a data-dependent `if` would skip the state
-  // update but not them). When the mask is nothing but such conjuncts, `<o>__tranges` splits
-  // the tiles into a range of fully visible ones (no mask test) and a range of the others: the
-  // partly visible tiles at either end (the shifted last tile among them), or every visible
-  // tile where the keys have holes or both ends are partly visible.
+  // tile index: KeyRangeLoops.cpp then bounds the tile loop by it, so the tile Funcs computed in
+  // that loop run only for visible tiles (Halide 21 does not bound a loop by a predicate that
+  // reads a Func; a data-dependent `if` would skip the state update but not them). When the
+  // mask is nothing but such conjuncts, `<o>__tranges` splits the tiles into a range of fully
+  // visible ones (no mask test) and a range of the others: the partly visible tiles at either
+  // end (the shifted last tile among them), or every visible tile where the keys have holes or
+  // both ends are partly visible.
   LoweredFunc tkeys, tranges;
   bool keyOnly = false;
   H::Expr keyLo, keyHi;        // [first tile, end tile) holding visible keys
