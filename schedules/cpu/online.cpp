@@ -334,6 +334,20 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
       kT.bound_storage(a[0], G.keyCount + 16);
   }
 
+  // A group's key range tests the mask at every (row of the group, key): the groups side by side
+  // in a vector (the key's table entry a broadcast, the rows' a gather hoisted out of the key
+  // loop), vectors of groups in parallel. Computed at root (HalideGen's predicates read it).
+  if (G.groupKeys != kNoFunc) {
+    LoweredFunc &gk = k.funcs[G.groupKeys];
+    H::Var grp = gk.func.args()[0], go(gk.name + "_go"), gi(gk.name + "_gi");
+    gk.func.compute_root();
+    gk.func.update()
+        .split(grp, go, gi, vec, H::TailStrategy::GuardWithIf)
+        .reorder(gi, gk.rvars[1], gk.rvars[0], go)
+        .vectorize(gi)
+        .parallel(go);
+  }
+
   // With at least a tile of keys, every key read is the tile's first key plus the slot (HalideGen
   // clamps slots only for fewer keys), so the tile loops are dense vector loads; causal attention
   // without this read its scores through gathers and ran at 0.9x sdpa's time instead of ~0.55x.

@@ -16,6 +16,7 @@ struct Variant {
 void benchSdpa(const Options &o, std::vector<CaseResult> *out);
 void benchCausal(const Options &o, std::vector<CaseResult> *out);
 void benchPaddingMask(const Options &o, std::vector<CaseResult> *out);
+void benchVarlen(const Options &o, std::vector<CaseResult> *out);
 void benchMhsa(const Options &o, std::vector<CaseResult> *out);
 void benchSigmoid(const Options &o, std::vector<CaseResult> *out);
 void benchSlidingWindow(const Options &o, std::vector<CaseResult> *out);
@@ -35,6 +36,7 @@ inline const std::vector<Variant> &variants() {
       {"sdpa", benchSdpa},
       {"causal_attention", benchCausal},
       {"padding_mask", benchPaddingMask},
+      {"varlen_attention", benchVarlen},
       {"mhsa", benchMhsa},
       {"sigmoid_attention", benchSigmoid},
       {"sliding_window", benchSlidingWindow},

@@ -1,5 +1,6 @@
-// attn-bench entries of the dense family: sdpa, causal_attention, mhsa, sigmoid_attention, the
-// sliding windows (Mistral's, Gemma 2's soft-capped one), rotary, differential and linear attention.
+// attn-bench entries of the dense family: sdpa, causal_attention, padding_mask, varlen_attention,
+// mhsa, sigmoid_attention, the sliding windows (Mistral's, Gemma 2's soft-capped one), rotary,
+// differential and linear attention.
 #include "entries.h"
 
 #include "bench_causal_attention.attnc.h"
@@ -16,6 +17,8 @@
 #include "bench_sigmoid_attention_unfused.attnc.h"
 #include "bench_sliding_window.attnc.h"
 #include "bench_softcap_sliding_window.attnc.h"
+#include "bench_varlen_attention.attnc.h"
+#include "bench_varlen_causal.attnc.h"
 #ifdef ATTN_BENCH_AUTOSCHEDULED
 #include "bench_causal_attention_adams2019.attnc.h"
 #include "bench_causal_attention_mullapudi2016.attnc.h"
@@ -177,6 +180,85 @@ void benchPaddingMask(const Options &o, std::vector<CaseResult> *out) {
     c.reference = [&c, s] {
       return attnc_ref::padding_mask<float>(c.inputs[0].fp(), c.inputs[1].fp(), c.inputs[2].fp(),
                                             c.inputs[3].i.data(), s.B, s.H, s.N, s.N, s.D);
+    };
+    out->push_back(runCase(c, o));
+  }
+}
+
+// A packed batch of variable-length sequences (FlashAttention's varlen layout: every sequence's
+// tokens in one [H, N, D] tensor, `seq` the sequence of each token): only pairs within a sequence
+// count, 4*H*D*sum_s(len_s^2) (causal: 2*H*D*sum_s len_s (len_s + 1)). PyTorch runs SDPA once per
+// sequence on its slice (the baseline); the visited key tiles are counted.
+void benchVarlen(const Options &o, std::vector<CaseResult> *out) {
+  struct Shape {
+    int H, D;
+    std::vector<int> lengths;
+    bool causal;
+  };
+  const std::vector<Shape> shapes =
+      o.quick ? std::vector<Shape>{{1, 16, {10, 23}, false}}
+              : std::vector<Shape>{{8, 64, {1024, 512, 256, 1536, 768}, false},
+                                   {8, 64, {1024, 512, 256, 1536, 768}, true},
+                                   {8, 64, {128, 300, 77, 511}, false}};
+  for (const Shape &s : shapes) {
+    int N = 0;
+    std::string lens;
+    double pairs = 0;
+    std::vector<int32_t> seq;
+    for (size_t n = 0; n < s.lengths.size(); ++n) {
+      const int len = s.lengths[n];
+      N += len;
+      lens += (n ? "," : "") + std::to_string(len);
+      pairs += s.causal ? 0.5 * len * (len + 1.0) : (double)len * len;
+      seq.insert(seq.end(), len, (int32_t)n);
+    }
+    Case c;
+    c.variant = "varlen_attention";
+    c.shape = std::string(s.causal ? "causal " : "") + "H" + std::to_string(s.H) + " N" +
+              std::to_string(N) + " D" + std::to_string(s.D) + " lengths " + lens;
+    const std::vector<int64_t> shape = {s.H, N, s.D};
+    c.inputs = {Tensor::randn(shape, 91), Tensor::randn(shape, 92), Tensor::randn(shape, 93),
+                Tensor::ints({N}, seq)};
+    c.outShape = shape;
+    c.bytes = 4.0 * 4 * s.H * (double)N * s.D + 4.0 * N;
+    c.flopFormula = s.causal ? "2*H*D*sum_s(len_s*(len_s+1))" : "4*H*D*sum_s(len_s^2)";
+    c.flops = 4.0 * s.H * s.D * pairs;
+    c.kernel =
+        s.causal ? &attnc_kernels::bench_varlen_causal() : &attnc_kernels::bench_varlen_attention();
+    c.tileSource = "varlen_attention.attn";
+    c.tileKernel = s.causal ? "varlen_causal" : "varlen_attention";
+    c.torchEntry = "varlen_attention";
+    c.torchConsts = std::string("{\"causal\": ") + (s.causal ? "true" : "false") + "}";
+    c.unscheduledNote = "not timed: unscheduled, the softmax statistics are recomputed per score";
+    // Naive: per query, the keys of its sequence (and j <= i), softmax, weighted sum.
+    c.reference = [&c, s, N] {
+      const float *q = c.inputs[0].fp(), *k = c.inputs[1].fp(), *v = c.inputs[2].fp();
+      const std::vector<int32_t> &seq = c.inputs[3].i;
+      std::vector<float> o((size_t)s.H * N * s.D, 0.f), w(N);
+      const float scale = 1.f / std::sqrt((float)s.D);
+      for (int h = 0; h < s.H; ++h)
+        for (int i = 0; i < N; ++i) {
+          const float *qi = q + ((size_t)h * N + i) * s.D;
+          float m = -INFINITY, l = 0.f;
+          for (int j = 0; j < N; ++j) {
+            w[j] = -INFINITY;
+            if (seq[j] != seq[i] || (s.causal && j > i))
+              continue;
+            const float *kj = k + ((size_t)h * N + j) * s.D;
+            float d = 0.f;
+            for (int e = 0; e < s.D; ++e)
+              d += qi[e] * kj[e];
+            w[j] = d * scale, m = std::max(m, w[j]);
+          }
+          for (int j = 0; j < N; ++j)
+            l += w[j] == -INFINITY ? 0.f : (w[j] = std::exp(w[j] - m));
+          float *oi = o.data() + ((size_t)h * N + i) * s.D;
+          for (int j = 0; j < N; ++j)
+            if (w[j] != -INFINITY)
+              for (int e = 0; e < s.D; ++e)
+                oi[e] += w[j] / l * v[((size_t)h * N + j) * s.D + e];
+        }
+      return o;
     };
     out->push_back(runCase(c, o));
   }

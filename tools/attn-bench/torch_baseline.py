@@ -90,6 +90,19 @@ def padding_mask(q, k, v, key_padding_mask):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
 
 
+def varlen_attention(q, k, v, seq, causal):
+    # FlashAttention's varlen semantics as PyTorch users run them on the CPU: SDPA once per sequence
+    # on its slice of the packed [H, N, D] tensors (cumulative lengths from the sorted sequence ids).
+    cu = torch.cumsum(torch.bincount(seq.long()), 0).tolist()
+    out = torch.empty_like(q)
+    start = 0
+    for end in cu:
+        sl = slice(start, end)
+        out[:, sl] = F.scaled_dot_product_attention(q[:, sl], k[:, sl], v[:, sl], is_causal=causal)
+        start = end
+    return out
+
+
 def mhsa(x, w_qkv, b_qkv, w_o, b_o):
     # timm's Attention: fused qkv linear, heads, SDPA, projection.
     B, N, C = x.shape
@@ -233,7 +246,7 @@ def swin_attention(q, k, v, table, ws, shift):
     return o
 
 
-ENTRIES = {f.__name__: f for f in (sdpa, causal_attention, padding_mask, mhsa, sigmoid_attention, sliding_window, softcap_sliding_window, rotary_attention, diff_attention, linear_attention, msda, ms_deform_attn_core, deform_attn, dat_attn, swin_attention)}
+ENTRIES = {f.__name__: f for f in (sdpa, causal_attention, padding_mask, varlen_attention, mhsa, sigmoid_attention, sliding_window, softcap_sliding_window, rotary_attention, diff_attention, linear_attention, msda, ms_deform_attn_core, deform_attn, dat_attn, swin_attention)}
 
 
 def main():

@@ -111,6 +111,11 @@ struct OnlineGroup {
   // the state's domain predicates: Halide has no loop level inside a predicate to compute them
   // at, so every schedule computes them at root.
   std::vector<FuncIndex> predicateInputs;
+  // Among them `<o>__gkeys` (a mask that reads a tensor at the query row): per query group its
+  // range of keys, a reduction over the group's rows and every key, indexed last by the group;
+  // part of the group's definition, so the online rule schedules it (generic rules too, when
+  // forced on such a kernel).
+  FuncIndex groupKeys = kNoFunc;
   int tile = 0;          // keys per tile
   Halide::Expr keyCount; // with keyCount >= tile every key read is a plain offset from its tile's
                          // first key, which schedules specialise for

@@ -261,7 +261,46 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   };
   if (entries && qpos >= 0)
     std::tie(visible, fully) = tilePreds(H::Expr(0));
-  const bool grouped = visible.defined();
+
+  // A mask that reads a tensor at the query row (packed sequences' `seg(b, i) == seg(b, j)`, a
+  // 2-D `keep(i, j)`; attn.group_keys): per group of queryGroup rows, the first key any of its
+  // rows sees and one past the last, `<o>__gkeys` = (first, last + 1). This is FlexAttention's
+  // block mask reduced to one range per query group: O(Nq Nk) mask tests against the tiles'
+  // O(Nq Nk D) work. The group's tile loop runs over that range only (KeyRangeLoops.cpp), so a
+  // packed batch's groups visit the tiles of their own sequences; tiles inside the range are
+  // all masked (no fully visible chain), and a tile a whole group cannot see between two of its
+  // rows' keys is visited too (a range, not a list: Halide bounds a loop, it cannot skip tiles
+  // of it without computing their Funcs).
+  LoweredFunc gkeys;
+  H::Expr groupLo, groupHi; // [first tile, end tile) of the group's visible keys
+  auto groupKeys = op->getAttrOfType<DenseI64ArrayAttr>(attn::kGroupKeysAttr);
+  if (groupKeys && qpos >= 0 && sy.getValues().size() == 2) {
+    gkeys = part("gkeys", FuncRole::Reduction); // scheduled with the tiles (OnlineGroup::groupKeys)
+    for (size_t k = 0; k < rowVars.size(); ++k)
+      if (llvm::is_contained(groupKeys.asArrayRef(), (int64_t)(k < keyPos ? k : k + 1)))
+        gkeys.vars.push_back(rowVars[k]), gkeys.varNames.push_back(rowNames[k]);
+    gkeys.vars.push_back(ig), gkeys.varNames.push_back(ig.name());
+    std::vector<H::Internal::ReductionVariable> rv{
+        {gkeys.name + "$" + il.name(), H::Expr(0), H::Expr(queryGroup)},
+        {gkeys.name + "$" + keyName, H::Expr(0), Nk}};
+    H::RDom r{H::Internal::ReductionDomain(rv)};
+    H::Expr Nq = extents[rq];
+    Env cenv;
+    for (size_t k = 0; k < svars.size(); ++k)
+      cenv[sb.getArgument(k)] = (int)k == (int)keyPos ? H::Expr(r[1])
+                                : (int)k == qpos ? H::min(H::Expr(ig) * queryGroup + r[0], Nq - 1)
+                                                 : H::Expr(svars[k]);
+    H::Expr cond = eval(sy.getValues()[1], cenv);
+    std::vector<H::Expr> gargs = reversed(toExprs(gkeys.vars));
+    gkeys.func(gargs) = H::Tuple(Nk, 0);
+    // (min and max of selects, which Halide can vectorize, rather than selects of them.)
+    gkeys.func(gargs) = H::Tuple(H::min(gkeys.func(gargs)[0], H::select(cond, r[1], Nk)),
+                                 H::max(gkeys.func(gargs)[1], H::select(cond, r[1] + 1, 0)));
+    gkeys.rvars = {r[0], r[1]}, gkeys.rvarNames = {il.name(), keyName};
+    // Empty without a visible key (first = Nk, last + 1 = 0).
+    groupLo = gkeys.func(gargs)[0] / T, groupHi = (gkeys.func(gargs)[1] + T - 1) / T;
+  }
+  const bool grouped = visible.defined() || groupLo.defined();
 
   // Conjuncts of the mask that do not depend on the query row (a key padding mask,
   // `mask(b, j) == 0`) give, per entry of the other row indices (the batch), the keys they let
@@ -281,7 +320,8 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   // Which conjuncts those are, attn-online-softmax found (attn.key_mask); they are fetched here
   // by their position among the mask's `&&` leaves.
   auto keyMask = op->getAttrOfType<attn::KeyMaskAttr>(attn::kKeyMaskAttr);
-  if (sy.getValues().size() == 2 && keyMask) {
+  // (A group's key range already covers the mask's key conjuncts.)
+  if (sy.getValues().size() == 2 && keyMask && !groupLo.defined()) {
     SmallVector<Value> leaves, keyLeaves;
     attn::maskConjuncts(sy.getValues()[1], leaves);
     for (int64_t i : keyMask.getConjuncts())
@@ -345,8 +385,13 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   // The tile predicates of the state updates: affine bounds per group, then the key ranges.
   auto allPreds = [&](H::Expr t) {
     H::Expr vis, full;
-    if (grouped)
+    if (grouped && entries)
       std::tie(vis, full) = tilePreds(t);
+    if (groupLo.defined()) {
+      H::Expr inGroup = t >= groupLo && t < groupHi;
+      vis = vis.defined() ? vis && inGroup : inGroup;
+      full = H::Expr();
+    }
     if (!ranges.empty()) {
       vis = t >= ranges[2] && t < ranges[3];
       full = t >= ranges[0] && t < ranges[1];
@@ -444,7 +489,7 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   group.name = name;
   group.normalized = !weights;
   group.tile = T, group.keyCount = Nk, group.grouped = grouped, group.queryGroup = queryGroup;
-  group.keyRanged = !ranges.empty() || keyLo.defined();
+  group.keyRanged = !ranges.empty() || keyLo.defined() || groupLo.defined();
   for (size_t k = 0; k < vars.size(); ++k)
     group.extents.push_back({varNames[k], extents[k]});
 
@@ -519,9 +564,12 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     oc.stage = (int)stage, oc.full = c.full;
     group.chains.push_back(oc);
   }
-  for (LoweredFunc *f : {&tkeys, &tranges})
-    if (f->func.defined())
+  for (LoweredFunc *f : {&tkeys, &tranges, &gkeys})
+    if (f->func.defined()) {
       group.predicateInputs.push_back(add(*f));
+      if (f == &gkeys)
+        group.groupKeys = group.predicateInputs.back();
+    }
   group.state = add(state);
   group.output = add(out);
   out_.onlineGroups.push_back(std::move(group));

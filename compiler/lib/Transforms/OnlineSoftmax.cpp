@@ -24,8 +24,10 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <functional>
 #include <string>
 
 using namespace mlir;
@@ -548,6 +550,50 @@ void recordKeyMask(attn::OnlineSoftmaxOp op) {
               attn::KeyMaskAttr::get(op.getContext(), keyLeaves, indices, keyOnly));
 }
 
+// Whether `v` is computed from a tensor read (an input or a definition): data, not indices.
+static bool readsTensor(Value v) {
+  llvm::DenseSet<Value> seen;
+  std::function<bool(Value)> reads = [&](Value x) -> bool {
+    if (!seen.insert(x).second)
+      return false;
+    Operation *d = x.getDefiningOp();
+    if (!d)
+      return false;
+    bool found = false;
+    d->walk([&](Operation *o) {
+      if (isa<attn::ReadOp>(o))
+        found = true;
+      for (Value operand : o->getOperands())
+        if (!found && operand.getDefiningOp() && !d->isAncestor(operand.getDefiningOp()))
+          found = reads(operand);
+    });
+    return found;
+  };
+  return reads(v);
+}
+
+// Records on `op` (`attn.group_keys`) that its mask reads a tensor at the query row, with the other
+// score indices the mask reads: such a mask has no affine bounds and is no key padding mask, so
+// only a reduction of the mask itself (per group of query rows, at run time) can tell which key
+// tiles a group visits. Affine conjuncts next to it (causal) keep bounding the tiles as well.
+void recordGroupKeys(attn::OnlineSoftmaxOp op) {
+  op->removeAttr(attn::kGroupKeysAttr);
+  int qpos = op.getQueryPosition();
+  if (!op.hasMask() || qpos < 0)
+    return;
+  Block &sb = op.getScore().front();
+  Value mask = sb.getTerminator()->getOperand(1), qArg = sb.getArgument(qpos);
+  SmallVector<Value> leaves;
+  attn::maskConjuncts(mask, leaves);
+  if (llvm::none_of(leaves, [&](Value l) { return dependsOn(l, qArg) && readsTensor(l); }))
+    return;
+  SmallVector<int64_t> indices;
+  for (int64_t k = 0; k < (int64_t)sb.getNumArguments(); ++k)
+    if (k != (int64_t)op.getKeyPosition() && k != qpos && dependsOn(mask, sb.getArgument(k)))
+      indices.push_back(k);
+  op->setAttr(attn::kGroupKeysAttr, DenseI64ArrayAttr::get(op.getContext(), indices));
+}
+
 struct OnlineSoftmaxPass : impl::OnlineSoftmaxPassBase<OnlineSoftmaxPass> {
   using Base::Base;
 
@@ -599,7 +645,10 @@ struct OnlineSoftmaxPass : impl::OnlineSoftmaxPassBase<OnlineSoftmaxPass> {
     }
     // Every online softmax, fused now or by an earlier run: a recorded analysis is recomputed,
     // never trusted.
-    getOperation().walk([](attn::OnlineSoftmaxOp op) { recordKeyMask(op); });
+    getOperation().walk([](attn::OnlineSoftmaxOp op) {
+      recordKeyMask(op);
+      recordGroupKeys(op);
+    });
   }
 };
 

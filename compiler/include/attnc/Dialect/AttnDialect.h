@@ -25,6 +25,12 @@ inline constexpr const char *kBoundsAttr = "attn.bounds";
 // #attn.key_mask (AttnAttrs.td), the mask's conjuncts that depend on the key but not the query row.
 inline constexpr const char *kKeyMaskAttr = "attn.key_mask";
 
+// Discardable attribute (set by attn-online-softmax) on an attn.online_softmax whose mask reads a
+// tensor at the query row (packed sequences' `seg(b, i) == seg(b, j)`, a 2-D `keep(i, j)`): a
+// DenseI64ArrayAttr of the score indices other than the query and the key that the mask reads.
+// HalideGen reduces the mask per group of query rows to the range of keys the group sees.
+inline constexpr const char *kGroupKeysAttr = "attn.group_keys";
+
 // The leaves of the `&&` tree of i1 values `mask`, left to right: the conjuncts that
 // #attn.key_mask's `conjuncts` count.
 void maskConjuncts(mlir::Value mask, llvm::SmallVectorImpl<mlir::Value> &out);

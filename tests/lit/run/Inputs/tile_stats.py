@@ -1,8 +1,10 @@
 # Inputs and expected counts for tile-stats.test: `make DIR` writes q/k/v/pad .npy files;
 # `check KIND OUT` recomputes which (row block, key tile) pairs the kernel visits and which of
 # them test the mask, from the mask itself (by brute force over every (query row, key) pair for
-# the affine masks, from each batch entry's visible keys for key padding), and compares them with
+# the affine masks, from each batch entry's visible keys for key padding, from each block of query
+# rows' visible keys for a mask that reads a tensor at the query row), and compares them with
 # the `tiles ...` line attn-run --tile-stats wrote to OUT.
+import os
 import re
 import sys
 import numpy as np
@@ -44,8 +46,11 @@ def expected(kind):
         return count((j <= i) & (j > i - 40), T, 32)
     if kind == "lookback":
         return count(j > i - 50, T, 32)
-    if kind in ("padded", "padded_keep"):
-        return key_ranges(pad_mask() == 0, T, split=kind == "padded")
+    if kind == "padded":
+        return key_ranges(pad_mask() == 0, T, split=True)
+    if kind == "padded_keep":
+        keep = np.load(KEEP) != 0
+        return group_ranges(keep[None, :, :] & (pad_mask() == 0)[:, None, :], T, 32)
     raise SystemExit(f"unknown kind {kind}")
 
 
@@ -75,6 +80,21 @@ def key_ranges(visible, T, split):
     return visited * NQ, tested * NQ, nb * NQ * tiles
 
 
+def group_ranges(mask, T, rows):
+    """A mask that reads a tensor at the query row (`keep(i, j)`): per block of `rows` query rows,
+    the tiles from the first key any row of the block sees to the last (a range: a tile that none
+    of them sees between two visible ones is visited too); every visited tile tests the mask."""
+    nb, nq, nk = mask.shape
+    tiles, blocks = -(-nk // T), -(-nq // rows)
+    visited = 0
+    for b in range(nb):
+        for g in range(blocks):
+            keys = np.flatnonzero(mask[b, g * rows:(g + 1) * rows].any(axis=0))
+            if len(keys):
+                visited += -(-(keys[-1] + 1) // T) - keys[0] // T
+    return visited, visited, nb * blocks * tiles
+
+
 def count(mask, T, rows, masked=True):
     mask = np.asarray(mask)
     if mask.ndim == 2:
@@ -96,6 +116,8 @@ def count(mask, T, rows, masked=True):
 
 
 def check(kind, out):
+    global KEEP
+    KEEP = f"{os.path.dirname(out)}/keep.npy"
     text = open(out).read()
     m = re.search(r"tiles o: key tiles visited (\d+) of (\d+) \([0-9.]+%\), (\d+) with the mask test", text)
     if not m:

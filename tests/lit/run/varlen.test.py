@@ -1,0 +1,68 @@
+# Inputs and numpy fp64 references for varlen.test: a packed batch of five sequences (37, 100, 1,
+# 62 and 50 tokens, N = 250, so the last key tile is partial) and the same tokens with the
+# sequence ids interleaved in runs of three (each query block then spans every sequence).
+import sys
+import numpy as np
+
+out = sys.argv[1]
+H, D = 2, 16
+lengths = [37, 100, 1, 62, 50]
+N = sum(lengths)
+r = np.random.default_rng(20)
+q, k, v = (r.standard_normal((H, N, D)) for _ in range(3))
+seq = np.repeat(np.arange(len(lengths)), lengths).astype(np.int32)
+mixed = ((np.arange(N) // 3) % 4).astype(np.int32)
+for name, a in [("q", q), ("k", k), ("v", v)]:
+    np.save(f"{out}/{name}.npy", a.astype(np.float32))
+np.save(f"{out}/seq.npy", seq)
+np.save(f"{out}/mixed.npy", mixed)
+
+
+def attention(ids, causal):
+    # The definition: softmax over the keys of the query's own sequence (and j <= i).
+    q64, k64, v64 = (a.astype(np.float32).astype(np.float64) for a in (q, k, v))
+    s = q64 @ k64.transpose(0, 2, 1) / np.sqrt(D)
+    mask = ids[None, :] == ids[:, None]
+    if causal:
+        mask &= np.arange(N)[None, :] <= np.arange(N)[:, None]
+    s = np.where(mask[None], s, -np.inf)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return (p / p.sum(axis=-1, keepdims=True)) @ v64
+
+
+def per_sequence(causal):
+    # PyTorch's way: attention once per sequence on its slice of the packed tensors.
+    o, start = np.zeros((H, N, D)), 0
+    for n in lengths:
+        sl = slice(start, start + n)
+        q64, k64, v64 = (a[:, sl].astype(np.float32).astype(np.float64) for a in (q, k, v))
+        s = q64 @ k64.transpose(0, 2, 1) / np.sqrt(D)
+        if causal:
+            s = np.where(np.tril(np.ones((n, n), bool))[None], s, -np.inf)
+        p = np.exp(s - s.max(axis=-1, keepdims=True))
+        o[:, sl] = (p / p.sum(axis=-1, keepdims=True)) @ v64
+        start += n
+    return o
+
+
+for causal, name in [(False, "varlen"), (True, "causal")]:
+    a = attention(seq, causal)
+    assert np.abs(a - per_sequence(causal)).max() < 1e-12
+    np.save(f"{out}/{name}_np.npy", a)
+    np.save(f"{out}/{name}_mixed_np.npy", attention(mixed, causal))
+
+
+# Key tiles visited by blocks of 32 queries with tiles of 16 keys: from the first key any query
+# of the block sees to the last one (printed for the test's record).
+def visits(ids, causal, T=16, rows=32):
+    mask = ids[None, :] == ids[:, None]
+    if causal:
+        mask &= np.arange(N)[None, :] <= np.arange(N)[:, None]
+    n = 0
+    for g in range(-(-N // rows)):
+        keys = np.flatnonzero(mask[g * rows:(g + 1) * rows].any(axis=0))
+        n += -(-(keys[-1] + 1) // T) - keys[0] // T
+    return n * H
+
+
+print("visits", visits(seq, False), visits(seq, True), visits(mixed, False))
