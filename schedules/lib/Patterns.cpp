@@ -412,6 +412,36 @@ std::optional<WindowPattern> findWindow(const LoweredKernel &k) {
     if (!ok)
       continue;
     WindowPattern w;
+    // Definitions at the score's points read only by the score (and each other), found from the
+    // score outwards; a definition another Func also reads stays out.
+    const LoweredFunc *score = nullptr;
+    for (const LoweredFunc *f : parts)
+      if (f->role == FuncRole::SoftmaxScore)
+        score = f;
+    std::vector<const LoweredFunc *> defs;
+    auto isDef = [&](const LoweredFunc *f) {
+      return std::find(defs.begin(), defs.end(), f) != defs.end();
+    };
+    for (bool grew = score != nullptr; grew;) {
+      grew = false;
+      for (const LoweredFunc &f : k.funcs) {
+        if (isDef(&f) || f.isOutput || f.varNames != score->varNames || f.definition == p->name)
+          continue;
+        bool readByScore = false, readElsewhere = false;
+        for (const LoweredFunc &g : k.funcs) {
+          if (std::find(g.reads.begin(), g.reads.end(), f.name) == g.reads.end())
+            continue;
+          if (&g == score || isDef(&g))
+            readByScore = true;
+          else
+            readElsewhere = true;
+        }
+        if (readByScore && !readElsewhere)
+          defs.push_back(&f), grew = true;
+      }
+    }
+    for (const LoweredFunc *f : defs)
+      w.scoreDefs.push_back(indexIn(k, f));
     for (const LoweredFunc *f : parts)
       w.parts.push_back(indexIn(k, f));
     for (const LoweredFunc *f : consumers)

@@ -57,6 +57,10 @@ struct WindowPattern {
   std::vector<FuncIndex> parts;
   std::vector<FuncIndex> consumers;
   std::string rowVar; // the innermost non-window index of p (the map's width)
+  // Definitions at the window's points (the score's indices) that only the score reads, directly
+  // or through each other: a score written as its own definition (Swin's `s`) and its
+  // contraction, scheduled with the window rather than as root Funcs of their own.
+  std::vector<FuncIndex> scoreDefs;
 };
 
 // A softmax whose axes all have small constant extents (at most 256 points) whose parts only its
