@@ -784,15 +784,29 @@ private:
     case Op::Neg:
       return -evalFZ(n.kids[0], z);
     case Op::Mul: {
-      bool za, zb;
-      double a = evalFZ(n.kids[0], &za), b = evalFZ(n.kids[1], &zb);
-      *z = za || zb;
+      // A structural zero's other factor is never evaluated, so never read: a masked key's value
+      // (behind a length mask, a page id of -1) is not an error. The factor more likely to be
+      // such a zero (a read) goes first.
+      bool swap = n.kids[0].op != Op::Read && n.kids[0].op != Op::Slot &&
+                  (n.kids[1].op == Op::Read || n.kids[1].op == Op::Slot);
+      const Node &x = n.kids[swap ? 1 : 0], &y = n.kids[swap ? 0 : 1];
+      bool zx, zy;
+      double a = evalFZ(x, &zx);
+      if (zx) {
+        *z = true;
+        return 0.0;
+      }
+      double b = evalFZ(y, &zy);
+      *z = zy;
       return *z ? 0.0 : a * b;
     }
     case Op::Div: {
       bool zb;
-      double a = evalFZ(n.kids[0], z), b = evalFZ(n.kids[1], &zb);
-      return *z ? 0.0 : a / b;
+      double a = evalFZ(n.kids[0], z);
+      if (*z)
+        return 0.0;
+      double b = evalFZ(n.kids[1], &zb);
+      return a / b;
     }
     default:
       return evalF(n);

@@ -365,7 +365,16 @@ bool attnc::attn::sameExtent(Value a, Value b) {
     return da.getSize() == db.getSize();
   auto ca = a.getDefiningOp<arith::ConstantIndexOp>(),
        cb = b.getDefiningOp<arith::ConstantIndexOp>();
-  return ca && cb && ca.value() == cb.value();
+  if (ca && cb)
+    return ca.value() == cb.value();
+  // A product or sum of sizes (`j in 0..M*S`, a paged cache's keys) is spelt once per use: the
+  // same operation on the same extents.
+  Operation *oa = a.getDefiningOp(), *ob = b.getDefiningOp();
+  if (oa && ob && oa->getName() == ob->getName() && oa->getNumOperands() == 2 &&
+      ob->getNumOperands() == 2 && isa<arith::MulIOp, arith::AddIOp, arith::SubIOp>(oa))
+    return sameExtent(oa->getOperand(0), ob->getOperand(0)) &&
+           sameExtent(oa->getOperand(1), ob->getOperand(1));
+  return false;
 }
 
 void attnc::attn::maskConjuncts(Value mask, SmallVectorImpl<Value> &out) {

@@ -17,6 +17,118 @@ namespace attnc::lowering {
 // Unnormalised (`unnormalized`: sigmoid or ReLU attention's weights), a chain has no max and no
 // exp sum: `__texp` holds the tile's weights (0 in slots the tile does not count) and the state is
 // a plain accumulator of the tiles' `__tpv`.
+// Whether index `v` is computed from a tensor read (a table lookup).
+static bool indexReadsTensor(Value v, int depth = 0) {
+  Operation *d = v.getDefiningOp();
+  if (!d || depth > 64)
+    return false;
+  if (isa<attn::ReadOp>(d))
+    return true;
+  for (Value o : d->getOperands())
+    if (indexReadsTensor(o, depth + 1))
+      return true;
+  return false;
+}
+
+// Whether `r` reads a tensor at a coordinate computed from data (a paged cache's
+// `kc(pages(b, j / S), ...)`), directly or in the definitions it reads.
+static bool gathersThroughTables(Region &r, int depth = 0) {
+  bool found = false;
+  r.walk([&](attn::ReadOp rd) {
+    for (Value i : rd.getIndices())
+      found = found || indexReadsTensor(i);
+    if (Operation *def = rd.getTensor().getDefiningOp(); !found && def && depth < 8)
+      for (Region &inner : def->getRegions())
+        found = found || gathersThroughTables(inner, depth + 1);
+  });
+  return found;
+}
+
+// The definitions a masked chain's score reads compute whole tiles of keys (Halide bounds the
+// clamped slots loosely, by the whole tile), so a key past the visible range is still computed
+// there, and its table lookup (a page id of -1) would stop the kernel as an out-of-range read.
+// Each such read's check is relaxed to keys inside the visible range [floor, ceil): outside it
+// the read stays clamped into the tensor (memory-safe) and its result is never used, since the
+// chain counts only slots inside the range. Follows the calls from `e`, naming the key in each
+// callee as the callee's own index at the key's position.
+static void guardTableReadsIn(const H::Expr &e, const std::string &key, const H::Expr &floor,
+                              const H::Expr &ceil, std::set<std::string> &done, int depth) {
+  if (depth > 8)
+    return;
+  struct Calls : H::Internal::IRGraphVisitor {
+    std::vector<const H::Internal::Call *> found;
+    using H::Internal::IRGraphVisitor::visit;
+    void visit(const H::Internal::Call *c) override {
+      H::Internal::IRGraphVisitor::visit(c);
+      if (c->call_type == H::Internal::Call::Halide && c->func.defined())
+        found.push_back(c);
+    }
+  } calls;
+  e.accept(&calls);
+  for (const H::Internal::Call *c : calls.found) {
+    H::Internal::Function f(c->func);
+    // The callee's index names for the caller's, by position where the caller passes a plain
+    // index (the key among them); floor and ceil renamed to them, or the callee is left alone
+    // when they read an index the call does not pass as such.
+    std::string innerKey;
+    const std::vector<std::string> &args = f.args();
+    std::map<std::string, H::Expr> rename;
+    for (size_t i = 0; i < c->args.size() && i < args.size(); ++i)
+      if (const auto *v = c->args[i].as<H::Internal::Variable>()) {
+        if (v->name == key)
+          innerKey = args[i];
+        rename[v->name] = H::Internal::Variable::make(H::Int(32), args[i]);
+      }
+    if (innerKey.empty() || done.count(f.name()))
+      continue;
+    H::Expr fl = H::Internal::substitute(rename, floor), ce = H::Internal::substitute(rename, ceil);
+    struct Free : H::Internal::IRGraphVisitor {
+      const std::vector<std::string> &args;
+      bool bound = true;
+      explicit Free(const std::vector<std::string> &a) : args(a) {}
+      using H::Internal::IRGraphVisitor::visit;
+      void visit(const H::Internal::Variable *v) override {
+        bound = bound && (v->param.defined() || v->reduction_domain.defined() ||
+                          std::find(args.begin(), args.end(), v->name) != args.end());
+      }
+    } free(args);
+    fl.accept(&free), ce.accept(&free);
+    if (!free.bound)
+      continue;
+    done.insert(f.name());
+    H::Expr k = H::Internal::Variable::make(H::Int(32), innerKey);
+    H::Expr visible = k >= fl && k < ce;
+    struct Relax : H::Internal::IRMutator {
+      H::Expr visible;
+      using H::Internal::IRMutator::visit;
+      H::Expr visit(const H::Internal::Call *c) override {
+        if (!c->is_intrinsic(H::Internal::Call::require))
+          return H::Internal::IRMutator::visit(c);
+        std::vector<H::Expr> a = c->args;
+        a[0] = a[0] || !visible;
+        return H::Internal::Call::make(c->type, c->name, a, c->call_type);
+      }
+    } relax;
+    relax.visible = visible;
+    // Only the score attn-online-softmax took out of the softmax (`<p>__logits` and the sums
+    // inside it): no other Func reads those, so no read outside the chain loses its check. A
+    // score definition the user wrote keeps its checks (another output may read it).
+    if (f.name().find("__logits") != std::string::npos)
+      f.mutate(&relax);
+    for (const H::Expr &v : f.values())
+      guardTableReadsIn(v, innerKey, fl, ce, done, depth + 1);
+    for (const H::Internal::Definition &u : f.updates())
+      for (const H::Expr &v : u.values())
+        guardTableReadsIn(v, innerKey, fl, ce, done, depth + 1);
+  }
+}
+
+static void guardTableReads(const H::Expr &score, const std::string &key, const H::Expr &floor,
+                            const H::Expr &ceil) {
+  std::set<std::string> done;
+  guardTableReadsIn(score, key, floor, ceil, done, 0);
+}
+
 void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   const std::string name = op.getName().str();
   const bool weights = op.getUnnormalized();
@@ -119,6 +231,12 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     LoweredFunc score, tmax, texp, tsum, tpv;
     bool full;
   };
+  // Under key ranges (`<o>__tkeys`, `<o>__gkeys`), where the scores or values are read through a
+  // table (a paged cache's page ids), a masked chain's slots are kept inside the visible keys:
+  // a slot past them (the end of the last partly visible tile) reads the last visible key, which
+  // its mask then discards, instead of a key whose table entry may be invalid (-1 behind a length
+  // mask). Keys the mask hides inside the range are still read.
+  H::Expr keyFloor, keyCeil; // the first visible key and one past the last, per row
   auto makeChain = [&](const std::string &sfx, bool full) {
     Chain c{scoreFunc("score" + sfx, !full),
             weights ? LoweredFunc() : part("tmax" + sfx, FuncRole::OnlineTileMax),
@@ -131,10 +249,28 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     auto base = [&](H::Expr t) { return H::max(H::min(t * T, Nk - T), 0); };
     // (In a full tile base(t) = t*T and r < Nk; the clamped form keeps Halide's bounds of the
     // key reads inside the keys, since they do not see the tile loop's predicate.)
-    auto keyAt = [&](H::Expr t, H::Expr r) { return base(t) + H::min(r, Nk - 1); };
+    auto slotKey = [&](H::Expr t, H::Expr r) { return base(t) + H::min(r, Nk - 1); };
+    const bool clamped = !full && keyFloor.defined();
+    auto keyAt = [&](H::Expr t, H::Expr r) {
+      if (!clamped)
+        return slotKey(t, r);
+      // The bounds are first clamped into the tile's keys, so that Halide bounds the result by
+      // the tile (it bounds data by the whole axis: tiles of 16 keys asked for 128).
+      H::Expr first = base(t), last = H::min(base(t) + (T - 1), Nk - 1);
+      return H::clamp(slotKey(t, r), H::clamp(keyFloor, first, last),
+                      H::clamp(keyCeil - 1, first, last));
+    };
+    // Whether slot r of tile t is one this tile counts; clamped, also whether its key is inside
+    // the visible range (a clamped slot reads another key, whose mask says nothing about it).
+    auto slotCounts = [&](H::Expr t, H::Expr r) {
+      H::Expr ok = r >= t * T - base(t) && r < Nk;
+      if (clamped)
+        ok = ok && slotKey(t, r) >= keyFloor && slotKey(t, r) < keyCeil;
+      return ok;
+    };
     auto scoreAt = [&](H::Expr t, H::Expr r) {
       H::Expr s = c.score.func(scoreArgs(keyAt(t, r)));
-      return full ? s : H::select(r >= t * T - base(t) && r < Nk, s, weights ? H::Expr(0.0f) : lo);
+      return full ? s : H::select(slotCounts(t, r), s, weights ? H::Expr(0.0f) : lo);
     };
 
     if (weights) {
@@ -183,7 +319,7 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
       // A slot another tile counts, or a key the mask hides from this row, is never read: its
       // exp is 0, but 0 times an inf or NaN value would be NaN (docs/language.md, "Structural
       // zeros"). Full tiles have neither.
-      H::Expr slotOk = rp >= kt * T - base(kt) && rp < Nk;
+      H::Expr slotOk = slotCounts(kt, rp);
       if (sy.getValues().size() == 2) {
         Env menv;
         for (size_t k = 0; k < rowsMap.size(); ++k)
@@ -404,6 +540,19 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   std::tie(visible, fully) = allPreds(H::Expr(0));
   const bool split = fully.defined();
 
+  if (gathersThroughTables(op.getScore()) || gathersThroughTables(op.getValue())) {
+    if (gkeys.func.defined()) {
+      std::vector<H::Expr> at;
+      for (const H::Var &v : gkeys.vars)
+        at.push_back(v.same_as(ig) ? H::Expr(vars[rq]) / queryGroup : H::Expr(v));
+      at = reversed(at);
+      keyFloor = gkeys.func(at)[0], keyCeil = gkeys.func(at)[1];
+    } else if (tkeys.func.defined()) {
+      std::vector<H::Expr> at = reversed(toExprs(tkeys.vars));
+      keyFloor = tkeys.func(at)[0], keyCeil = tkeys.func(at)[1];
+    }
+  }
+
   LoweredFunc state = part("state", FuncRole::OnlineState);
   // The state's indices: the result's, with the query row as (group, row in group) when grouped.
   std::vector<H::Var> stVars;
@@ -450,6 +599,8 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   if (split)
     chains.push_back(makeChain("_full", true));
   chains.push_back(makeChain("", false));
+  if (keyFloor.defined())
+    guardTableReads(chains.back().score.func.value(), keyName, keyFloor, keyCeil);
   for (Chain &c : chains) {
     std::vector<H::Internal::ReductionVariable> rtv{
         {state.name + "$" + tileName + (c.full ? "_full" : ""), H::Expr(0), (Nk + T - 1) / T}};

@@ -60,8 +60,10 @@ struct Match {
   SmallVector<int64_t> rows;
 };
 
-// Whether a read's subscripts are computed from data (a read or a float-to-int conversion
-// upstream): a gather, as in bilinear sampling.
+// Whether a read's subscripts are computed from float data (a float read or a float-to-int
+// conversion upstream): a sample, as in bilinear sampling. An integer table looked up at
+// indices (a paged cache's page ids, `kc(pages(b, j / S), j % S, ...)`) is no sampling: the keys
+// are still every key of the axis, in pages, and stream like any others.
 bool gathers(attn::ReadOp r) {
   SmallVector<Value> work(r.getIndices().begin(), r.getIndices().end());
   llvm::SmallPtrSet<Operation *, 16> seen;
@@ -69,7 +71,9 @@ bool gathers(attn::ReadOp r) {
     Operation *op = work.pop_back_val().getDefiningOp();
     if (!op || !seen.insert(op).second)
       continue;
-    if (isa<attn::ReadOp, arith::FPToSIOp>(op))
+    if (isa<arith::FPToSIOp>(op))
+      return true;
+    if (auto rd = dyn_cast<attn::ReadOp>(op); rd && !rd.getResult().getType().isInteger(32))
       return true;
     op->walk([&](Operation *inner) {
       work.append(inner->getOperands().begin(), inner->getOperands().end());

@@ -36,7 +36,8 @@ inline constexpr const char *kGroupKeysAttr = "attn.group_keys";
 void maskConjuncts(mlir::Value mask, llvm::SmallVectorImpl<mlir::Value> &out);
 
 // Whether two index extents are the same size: the same SSA value, the same named size (attn.dim
-// ops of different inputs bound to one symbol) or the same constant.
+// ops of different inputs bound to one symbol), the same constant, or the same product, sum or
+// difference of such.
 bool sameExtent(mlir::Value a, mlir::Value b);
 
 // The MLIR element type of a kernel tensor of `dtype`, and back (false for a type that is no
