@@ -32,10 +32,13 @@ Value materialize(Value v, Operation *scope, IRMapping &map, OpBuilder &b) {
   return c->getResult(cast<OpResult>(v).getResultNumber());
 }
 
-bool dependsOn(Value v, Value arg) {
+// Whether `v` is computed from a value `isTarget` accepts or in an operation `isTargetOp` accepts,
+// following operands from `v`'s definition (its nested regions included) upwards.
+static bool upstream(Value v, llvm::function_ref<bool(Value)> isTarget,
+                     llvm::function_ref<bool(Operation *)> isTargetOp) {
   llvm::DenseSet<Value> seen;
   std::function<bool(Value)> dep = [&](Value x) -> bool {
-    if (x == arg)
+    if (isTarget(x))
       return true;
     if (!seen.insert(x).second)
       return false;
@@ -44,14 +47,24 @@ bool dependsOn(Value v, Value arg) {
       return false;
     bool found = false;
     d->walk([&](Operation *op) {
+      found = found || isTargetOp(op);
       for (Value o : op->getOperands())
-        if (!found &&
-            (o == arg || (o.getDefiningOp() ? !d->isAncestor(o.getDefiningOp()) && dep(o) : false)))
+        if (!found && (isTarget(o) ||
+                       (o.getDefiningOp() ? !d->isAncestor(o.getDefiningOp()) && dep(o) : false)))
           found = true;
     });
     return found;
   };
   return dep(v);
+}
+
+bool dependsOn(Value v, Value arg) {
+  return upstream(v, [&](Value x) { return x == arg; }, [](Operation *) { return false; });
+}
+
+bool readsTensor(Value v) {
+  return upstream(
+      v, [](Value) { return false; }, [](Operation *o) { return isa<attn::ReadOp>(o); });
 }
 
 std::optional<int64_t> evalIndex(Value v, DictionaryAttr est, llvm::SetVector<StringRef> &missing,

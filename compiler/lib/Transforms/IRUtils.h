@@ -20,6 +20,9 @@ mlir::Value materialize(mlir::Value v, mlir::Operation *scope, mlir::IRMapping &
 // Whether `v` is computed from `arg` (through its operands and the regions of nested ops).
 bool dependsOn(mlir::Value v, mlir::Value arg);
 
+// Whether `v` is computed from a tensor read (an input or a definition): data, not indices.
+bool readsTensor(mlir::Value v);
+
 // attn-mask-bounds' analysis (MaskBounds.cpp): the affine bounds on `axes` (positions among
 // `body`'s arguments, extents `extents`) that the i1 mask `body` yields second implies, as
 // `attn.bounds` entries; null when there are none. attn-online-softmax asks it for the masks it

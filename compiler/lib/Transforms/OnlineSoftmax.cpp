@@ -24,10 +24,8 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Pass/PassRegistry.h"
-#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
 
-#include <functional>
 #include <string>
 
 using namespace mlir;
@@ -552,28 +550,6 @@ void recordKeyMask(attn::OnlineSoftmaxOp op) {
       indices.push_back(k);
   op->setAttr(attn::kKeyMaskAttr,
               attn::KeyMaskAttr::get(op.getContext(), keyLeaves, indices, keyOnly));
-}
-
-// Whether `v` is computed from a tensor read (an input or a definition): data, not indices.
-static bool readsTensor(Value v) {
-  llvm::DenseSet<Value> seen;
-  std::function<bool(Value)> reads = [&](Value x) -> bool {
-    if (!seen.insert(x).second)
-      return false;
-    Operation *d = x.getDefiningOp();
-    if (!d)
-      return false;
-    bool found = false;
-    d->walk([&](Operation *o) {
-      if (isa<attn::ReadOp>(o))
-        found = true;
-      for (Value operand : o->getOperands())
-        if (!found && operand.getDefiningOp() && !d->isAncestor(operand.getDefiningOp()))
-          found = reads(operand);
-    });
-    return found;
-  };
-  return reads(v);
 }
 
 // Records on `op` (`attn.group_keys`) that its mask reads a tensor at the query row, with the other
