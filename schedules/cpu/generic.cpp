@@ -237,6 +237,18 @@ private:
   std::vector<std::string> varyingLets_; // let names bound to values that use vars_
 };
 
+} // namespace
+
+bool callsTranscendental(const LoweredFunc &f) {
+  HasTranscendental ht(f.vars);
+  const H::Tuple own = f.func.values(); // held: as_vector() refers into it
+  for (const H::Expr &v : own.as_vector())
+    v.accept(&ht);
+  return ht.found;
+}
+
+namespace {
+
 // A pointwise definition that calls a transcendental and that some Func reads inside a loop over
 // an index of its own which the read does not use (a feature map phi(q)(i, d) read by
 // sum(d) phi(q)(i, d) * kv(d, e), once per e): inlined, the transcendental runs once per read
@@ -246,11 +258,7 @@ private:
 bool reusedCostly(const LoweredFunc &f, const LoweredKernel &k) {
   if (f.role != FuncRole::Define || f.isOutput || f.func.num_update_definitions() != 0)
     return false;
-  HasTranscendental ht(f.vars);
-  const H::Tuple own = f.func.values(); // held: as_vector() refers into it
-  for (const H::Expr &v : own.as_vector())
-    v.accept(&ht);
-  if (!ht.found)
+  if (!callsTranscendental(f))
     return false;
   for (const LoweredFunc &g : k.funcs) {
     if (std::find(g.reads.begin(), g.reads.end(), f.func.name()) == g.reads.end() &&

