@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <regex>
 
 namespace cl = llvm::cl;
 
@@ -21,7 +22,10 @@ std::string &errorPrefix() {
 } // namespace
 
 int fail(const llvm::Twine &msg) {
-  llvm::errs() << errorPrefix() << msg << "\n";
+  // A message that names its position ("file:line:col: error: ...") is printed as it is.
+  static const std::regex located(R"(^[^\s:]+(:\d+){2}: error: )");
+  std::string text = msg.str();
+  llvm::errs() << (std::regex_search(text, located) ? "" : errorPrefix()) << text << "\n";
   return 1;
 }
 

@@ -149,6 +149,10 @@ struct LoweredKernel {
   std::vector<OnlineGroup> onlineGroups;
   // Where each DSL definition is written ("file:line:col"), for diagnostics about its plan.
   std::map<std::string, std::string> definitionLocs;
+  // Reads of an input at an index taken from a tensor (a page table's entry), each checked by a
+  // Halide `require` where it is read: "file:line:col" of the read and the tensor's name. A GPU
+  // kernel cannot format the check's message in device code, so GPU targets refuse them.
+  std::vector<std::pair<std::string, std::string>> inputGathers;
   // Whether compiling for a GPU checks the blocks' threads and shared memory against constant
   // bounds (GpuLaunchLimits.cpp). attnc's rules must pass; Halide's autoscheduler (Anderson2021)
   // sizes shared memory for its --sizes estimates, so its schedules are left to the launch.

@@ -54,6 +54,16 @@ std::optional<Emit> parseEmit(const std::string &s) {
 AppliedSchedule scheduleKernel(LoweredKernel &k, const Halide::Target &t,
                                const ScheduleRequest &r) {
   AppliedSchedule out;
+  // Halide formats a `require`'s message with string calls that device code lacks (an internal
+  // error `append_string`, which reached users as an empty "Halide: Error:"): refused here, at
+  // the read, until such checks run on the host.
+  if (t.has_gpu_feature() && !k.inputGathers.empty()) {
+    const auto &[at, tensor] = k.inputGathers.front();
+    throw std::runtime_error(at + ": error: '" + tensor +
+                             "' is read at an index taken from a tensor; GPU targets cannot "
+                             "check such reads yet (the out-of-range check runs in device code, "
+                             "where Halide cannot format its message): compile for a CPU target");
+  }
   if (isAutoscheduler(r.schedule)) {
     if (!r.params.empty())
       throw std::runtime_error("--schedule-params are a rule's knobs; " + r.schedule +

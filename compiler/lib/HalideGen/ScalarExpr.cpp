@@ -245,6 +245,8 @@ Lowerer::ReadParts Lowerer::lowerReadParts(attn::ReadOp r, Env &env) {
       // A gather from an input: the read is clamped so Halide can bound it, and an index that
       // was out of range stops the kernel with an error (as a bounds check would).
       H::Expr i = idx[d];
+      if (std::optional<std::string> at = sourcePosition(r.getLoc()))
+        out_.inputGathers.emplace_back(*at, param->name);
       idx[d] =
           H::require(i >= 0 && i < extent[d], H::clamp(i, 0, H::max(extent[d] - 1, 0)), "input",
                      param->name, "is read at", i, "in dimension", (int)d, "of extent", extent[d]);
