@@ -2,6 +2,7 @@
 #include "attnc/dsl/Parser.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace attnc::dsl {
 
@@ -540,6 +541,10 @@ ExprPtr Parser::parsePrimary() {
     }
     if (e->isIntLiteral && e->number > 2147483647.0)
       fail(n.loc, "integer '" + n.text + "' does not fit in 32 bits");
+    // Floats compute in f32, where a literal from 2^128 - 2^103 on rounds to inf (as -D says).
+    if (!e->isIntLiteral && e->number >= std::ldexp(1.0, 128) - std::ldexp(1.0, 103))
+      fail(n.loc,
+           "number '" + n.text + "' is not finite as a 32-bit float (the largest is 3.4028235e38)");
     return e;
   }
   case Tok::Ident: {
