@@ -137,10 +137,19 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   O.func.reorder(order);
   if (!g.valueVar.empty())
     O.func.vectorize(varNamed(O, g.valueVar), vec, H::TailStrategy::GuardWithIf);
-  // Only the query tiles run in parallel: nested parallel loops over the heads as well left
-  // workers waiting on each other (45% of the profile at B=1, H=8, N=2048), and N/32 tiles per
-  // head are plenty of tasks.
+  // The heads (and batch entries) run in parallel as well as each head's query tiles. With the
+  // tiles alone, a parallel loop of N/32 tasks was started and joined per head after the head's
+  // transposed K was copied on one thread: at N=256 each thread ran 4 tasks between joins.
+  // attn-bench on the 2-core Zen 4 (B1 H8 D64), tiles alone vs nested, alternating runs (ms):
+  // sdpa N256 1.09-1.55 vs 1.02-1.19, causal N256 1.38-1.40 vs 0.93-0.98, rotary_attention N256
+  // 2.05-2.14 vs 1.01-1.08; sdpa N2048 59.8-62.1 vs 58.9-62.9 (the same). The 45% of waiting an
+  // earlier profile showed at N2048 with nested loops did not reappear. One parallel loop over
+  // (head, tile) fused measured about the same, but it needs a split that rounds up (Halide 21
+  // mis-bounds a fused loop of a guarded split: q was read past its end at N=256), so a
+  // specialisation for whole tiles, which tripled compile times.
   O.func.parallel(io);
+  for (const H::Var &bv : batch)
+    O.func.parallel(bv);
   H::LoopLevel task(O.func, io), hoist(O.func, io);
 
   S.func.compute_at(task);
