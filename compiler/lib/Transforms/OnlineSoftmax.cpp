@@ -80,12 +80,20 @@ bool gathers(attn::ReadOp r) {
   return false;
 }
 
+// The extent `ext` when it is a constant, also one written as arithmetic on constants
+// (`j in 0..ws * ws` of a window-partitioned Swin, with `const ws = 7`: MLIRGen emits the product,
+// which nothing folds before this pass).
+std::optional<int64_t> constantExtent(Value ext) {
+  llvm::SetVector<StringRef> sizes;
+  return evalIndex(ext, nullptr, sizes);
+}
+
 // Whether a key axis of extent `ext` (in the kernel holding `at`) is a window (a small constant)
 // or a few sampling points by the size estimates, which stay unfused; `why` then says so, naming
 // the axis `noun` (a window's reason followed by `windowNote`).
 bool tooFewKeys(Value ext, Operation *at, StringRef noun, StringRef windowNote, std::string &why) {
-  if (auto c = ext.getDefiningOp<arith::ConstantIndexOp>(); c && c.value() <= kSmallAxis) {
-    why = ("the " + noun + " has a small constant extent (" + std::to_string(c.value()) + ")" +
+  if (std::optional<int64_t> c = constantExtent(ext); c && *c <= kSmallAxis) {
+    why = ("the " + noun + " has a small constant extent (" + std::to_string(*c) + ")" +
            windowNote + ", kept unfused")
               .str();
     return true;
@@ -187,8 +195,8 @@ int64_t chooseTile(Value ext, Operation *at, int64_t forced) {
   if (forced > 0)
     return forced;
   int64_t n = -1;
-  if (auto c = ext.getDefiningOp<arith::ConstantIndexOp>())
-    n = c.value();
+  if (std::optional<int64_t> c = constantExtent(ext))
+    n = *c;
   else if (auto d = ext.getDefiningOp<attn::DimOp>()) {
     auto kernel = at->getParentOfType<attn::KernelOp>();
     if (auto est = kernel->getAttrOfType<DictionaryAttr>(kEstimatesAttr))
