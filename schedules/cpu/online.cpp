@@ -356,18 +356,28 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
       kT.bound_storage(a[0], G.keyCount + 16);
   }
 
-  // A group's key range tests the mask at every (row of the group, key): the groups side by side
-  // in a vector (the key's table entry a broadcast, the rows' a gather hoisted out of the key
-  // loop), vectors of groups in parallel. Computed at root (HalideGen's predicates read it).
+  // A group's key ranges test the mask at every (query row, key): the rows side by side in a
+  // vector (the key's table entry a broadcast, the rows' a vector load), vectors of rows in
+  // parallel; the groups then reduce their rows' ranges, a few operations per row. Computed at
+  // root (HalideGen's predicates read them).
+  if (G.rowKeys != kNoFunc) {
+    LoweredFunc &rk = k.funcs[G.rowKeys];
+    H::Var row = rk.func.args()[0], ro(rk.name + "_ro"), ri(rk.name + "_ri");
+    rk.func.compute_root();
+    rk.func.update()
+        .split(row, ro, ri, vec, H::TailStrategy::GuardWithIf)
+        .reorder(ri, rk.rvars[0], ro)
+        .vectorize(ri)
+        .parallel(ro);
+  }
   if (G.groupKeys != kNoFunc) {
     LoweredFunc &gk = k.funcs[G.groupKeys];
     H::Var grp = gk.func.args()[0], go(gk.name + "_go"), gi(gk.name + "_gi");
     gk.func.compute_root();
     gk.func.update()
         .split(grp, go, gi, vec, H::TailStrategy::GuardWithIf)
-        .reorder(gi, gk.rvars[1], gk.rvars[0], go)
-        .vectorize(gi)
-        .parallel(go);
+        .reorder(gi, gk.rvars[0], go)
+        .vectorize(gi);
   }
 
   // With at least a tile of keys, every key read is the tile's first key plus the slot (HalideGen

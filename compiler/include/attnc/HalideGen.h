@@ -111,10 +111,12 @@ struct OnlineGroup {
   // the state's domain predicates: Halide has no loop level inside a predicate to compute them
   // at, so every schedule computes them at root.
   std::vector<FuncIndex> predicateInputs;
-  // Among them `<o>__gkeys` (a mask that reads a tensor at the query row): per query group its
-  // range of keys, a reduction over the group's rows and every key, indexed last by the group;
-  // part of the group's definition, so the online rule schedules it (generic rules too, when
-  // forced on such a kernel).
+  // Among them, for a mask that reads a tensor at the query row, `<o>__rkeys` (per query row its
+  // visible keys' first, end and count: a reduction over every key, indexed last by the row) and
+  // `<o>__gkeys` (per query group their extremes: a reduction over the group's rows, indexed
+  // last by the group); part of the group's definition, so the online rule schedules them
+  // (generic rules compute them at root, when forced on such a kernel).
+  FuncIndex rowKeys = kNoFunc;
   FuncIndex groupKeys = kNoFunc;
   int tile = 0;          // keys per tile
   Halide::Expr keyCount; // with keyCount >= tile every key read is a plain offset from its tile's

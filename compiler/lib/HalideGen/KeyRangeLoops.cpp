@@ -11,6 +11,11 @@
 // nothing that outlives them, so results are unchanged; the ifs stay (they now always hold).
 // A loop whose body does anything else outside those ifs (an impure call, a store elsewhere) is
 // left as it was; asserts inside it check only the iteration's own work.
+// A condition that is one of two ranges (`a <= t < b || c <= t < d`: a query group's partly
+// visible tiles before and after its fully visible ones, OnlineSoftmax.cpp) becomes two loops,
+// one per range, the second skipping the first's iterations, so every iteration that stores runs
+// once. The iterations may then run out of order; the loops named here are online-softmax state
+// updates, whose steps commute (up to rounding).
 #include "attnc/HalideGen.h"
 
 #include <map>
@@ -31,8 +36,17 @@ class RangeScan {
 public:
   explicit RangeScan(const std::string &var) { offsets_[var] = H::Expr(0); }
 
+  // A store's bounds on the loop variable: lower and upper bounds that all hold.
+  struct Range {
+    std::vector<H::Expr> lo, hi;
+  };
   // Fails on anything that could be observable from an iteration outside the bounds.
   bool scan(const HI::Stmt &s, std::vector<H::Expr> &lo, std::vector<H::Expr> &hi) {
+    return scanAlt(s, {Range{lo, hi}});
+  }
+
+  // The same, under alternatives (a store runs where any of them holds).
+  bool scanAlt(const HI::Stmt &s, const std::vector<Range> &alts) {
     if (!ok_ || !s.defined())
       return ok_;
     if (const auto *l = s.as<HI::LetStmt>()) {
@@ -40,42 +54,40 @@ public:
       if (std::optional<H::Expr> off = offsetOf(l->value))
         offsets_[l->name] = *off;
       local_.insert(l->name);
-      return scan(l->body, lo, hi);
+      return scanAlt(l->body, alts);
     }
     if (const auto *f = s.as<HI::For>()) {
       local_.insert(f->name);
-      return scan(f->body, lo, hi);
+      return scanAlt(f->body, alts);
     }
     if (const auto *b = s.as<HI::Block>())
-      return scan(b->first, lo, hi) && scan(b->rest, lo, hi);
+      return scanAlt(b->first, alts) && scanAlt(b->rest, alts);
     if (const auto *a = s.as<HI::Allocate>()) {
       inner_.insert(a->name);
-      return scan(a->body, lo, hi);
+      return scanAlt(a->body, alts);
     }
-    if (const auto *i = s.as<HI::IfThenElse>()) {
-      std::vector<H::Expr> lo2 = lo, hi2 = hi;
-      bounds(i->condition, lo2, hi2);
-      return scan(i->then_case, lo2, hi2) && scan(i->else_case, lo, hi);
-    }
+    if (const auto *i = s.as<HI::IfThenElse>())
+      return scanAlt(i->then_case, within(alts, i->condition)) && scanAlt(i->else_case, alts);
     if (const auto *st = s.as<HI::Store>()) {
       stored_.insert(st->name);
       if (inner_.count(st->name))
         return ok_;
-      if (lo.empty() || hi.empty())
-        return ok_ = false;
-      sites_.push_back({lo, hi});
+      for (const Range &r : alts)
+        if (r.lo.empty() || r.hi.empty())
+          return ok_ = false;
+      sites_.push_back(alts);
       return ok_;
     }
     if (const auto *pc = s.as<HI::ProducerConsumer>())
-      return scan(pc->body, lo, hi);
+      return scanAlt(pc->body, alts);
     if (const auto *e = s.as<HI::Evaluate>())
       return ok_ = ok_ && HI::is_pure(e->value);
     if (s.as<HI::Free>() || s.as<HI::Prefetch>())
       return ok_;
     if (const auto *a = s.as<HI::Atomic>())
-      return scan(a->body, lo, hi);
+      return scanAlt(a->body, alts);
     if (const auto *h = s.as<HI::HoistedStorage>())
-      return scan(h->body, lo, hi);
+      return scanAlt(h->body, alts);
     // An assert inside the loop checks the iteration's own work (a tile buffer's storage bound
     // when the tile's key range is data-dependent): a dropped iteration has none to check.
     if (s.as<HI::AssertStmt>())
@@ -83,28 +95,38 @@ public:
     return ok_ = false; // provides, forks, acquires: left alone
   }
 
-  // The union of the stores' ranges, or nothing when the loop cannot be bounded.
-  std::optional<std::pair<H::Expr, H::Expr>> range() const {
+  // The loop's ranges: one, the union of the stores' ranges, or two where the stores run under
+  // two alternatives (the k-th range the union of the stores' k-th); nothing when the loop
+  // cannot be bounded.
+  std::vector<std::pair<H::Expr, H::Expr>> ranges() const {
     if (!ok_ || sites_.empty())
-      return std::nullopt;
-    H::Expr lo, hi;
-    for (const auto &[l, h] : sites_) {
-      H::Expr a = maxOf(l), b = minOf(h);
-      lo = lo.defined() ? H::min(lo, a) : a;
-      hi = hi.defined() ? H::max(hi, b) : b;
+      return {};
+    size_t n = 1;
+    for (const std::vector<Range> &site : sites_)
+      n = std::max(n, site.size());
+    std::vector<std::pair<H::Expr, H::Expr>> out;
+    for (size_t k = 0; k < n; ++k) {
+      H::Expr lo, hi;
+      for (const std::vector<Range> &site : sites_) {
+        const Range &r = site[std::min(k, site.size() - 1)];
+        H::Expr a = maxOf(r.lo), b = minOf(r.hi);
+        lo = lo.defined() ? H::min(lo, a) : a;
+        hi = hi.defined() ? H::max(hi, b) : b;
+      }
+      // A bound read from a buffer the loop writes would not be invariant.
+      for (const H::Expr &e : {lo, hi})
+        if (readsAny(e, stored_))
+          return {};
+      out.push_back({HI::simplify(lo), HI::simplify(hi)});
     }
-    // A bound read from a buffer the loop writes would not be invariant.
-    for (const H::Expr &e : {lo, hi})
-      if (readsAny(e, stored_))
-        return std::nullopt;
-    return std::make_pair(HI::simplify(lo), HI::simplify(hi));
+    return out;
   }
 
 private:
   bool ok_ = true;
   std::map<std::string, H::Expr> offsets_; // names equal to the loop variable plus an offset
   std::set<std::string> local_, inner_, stored_;
-  std::vector<std::pair<std::vector<H::Expr>, std::vector<H::Expr>>> sites_;
+  std::vector<std::vector<Range>> sites_; // per store, its alternatives
 
   static H::Expr maxOf(const std::vector<H::Expr> &v) {
     H::Expr r = v[0];
@@ -170,6 +192,27 @@ private:
     return e;
   }
 
+  // `alts` narrowed by the condition `c0`: its conjuncts' bounds added to each, and a disjunction
+  // of two bounded ranges (at most two alternatives in all) splitting each in two.
+  std::vector<Range> within(const std::vector<Range> &alts, const H::Expr &c0) const {
+    // (Lets CSE put into the condition are substituted: the bounds are then read from it whole.)
+    H::Expr c = unwrap(c0.as<HI::Let>() ? HI::substitute_in_all_lets(c0) : c0);
+    if (const auto *a = c.as<HI::And>())
+      return within(within(alts, a->a), a->b);
+    if (const auto *o = c.as<HI::Or>(); o && alts.size() == 1) {
+      std::vector<Range> l = within(alts, o->a), r = within(alts, o->b);
+      if (l.size() == 1 && r.size() == 1 && l[0].lo.size() > alts[0].lo.size() &&
+          l[0].hi.size() > alts[0].hi.size() && r[0].lo.size() > alts[0].lo.size() &&
+          r[0].hi.size() > alts[0].hi.size())
+        return {l[0], r[0]};
+      return alts; // (an unbounded side: the disjunction bounds nothing)
+    }
+    std::vector<Range> out = alts;
+    for (Range &r : out)
+      bounds(c, r.lo, r.hi);
+    return out;
+  }
+
   // The conjuncts of `c` that bound the loop variable by an invariant.
   void bounds(const H::Expr &c0, std::vector<H::Expr> &lo, std::vector<H::Expr> &hi) const {
     H::Expr c = unwrap(c0);
@@ -215,18 +258,31 @@ private:
     RangeScan scan(f->name);
     std::vector<H::Expr> lo, hi;
     scan.scan(f->body, lo, hi);
-    std::optional<std::pair<H::Expr, H::Expr>> r = scan.range();
-    if (!r)
+    std::vector<std::pair<H::Expr, H::Expr>> r = scan.ranges();
+    if (r.empty())
       return s;
+    HI::Stmt out = bounded(*f, r[0], f->body, "");
+    if (r.size() == 2) {
+      // The second range's loop skips what the first ran.
+      H::Expr t = HI::Variable::make(H::Int(32), f->name);
+      HI::Stmt body = HI::IfThenElse::make(!(t >= r[0].first && t < r[0].second), f->body);
+      out = HI::Block::make(out, bounded(*f, r[1], body, ".second"));
+    }
+    return out;
+  }
+
+  // The loop `f` over [lo, hi) within its own range, with `body`.
+  static HI::Stmt bounded(const HI::For &f, const std::pair<H::Expr, H::Expr> &r, HI::Stmt body,
+                          const std::string &tag) {
     // The extent stays at most the old one in a form whose constant bound attnc::planWork
     // finds (min of the old extent and the range's).
-    std::string mn = f->name + ".range_min", ex = f->name + ".range_extent";
-    H::Expr lo2 = H::max(f->min, r->first);
-    H::Expr end = H::min(f->min + f->extent, r->second);
+    std::string mn = f.name + tag + ".range_min", ex = f.name + tag + ".range_extent";
+    H::Expr lo2 = H::max(f.min, r.first);
+    H::Expr end = H::min(f.min + f.extent, r.second);
     H::Expr lov = HI::Variable::make(H::Int(32), mn);
-    HI::Stmt loop = HI::For::make(f->name, lov, HI::Variable::make(H::Int(32), ex), f->for_type,
-                                  f->partition_policy, f->device_api, f->body);
-    loop = HI::LetStmt::make(ex, H::min(f->extent, H::max(end - lov, 0)), loop);
+    HI::Stmt loop = HI::For::make(f.name, lov, HI::Variable::make(H::Int(32), ex), f.for_type,
+                                  f.partition_policy, f.device_api, body);
+    loop = HI::LetStmt::make(ex, H::min(f.extent, H::max(end - lov, 0)), loop);
     return HI::LetStmt::make(mn, lo2, loop);
   }
 };
