@@ -390,10 +390,21 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
     full = specializeFor(O.func, {G.keyCount >= G.tile}, t)[0];
   // The head-dimension copies are the whole-tile copy's where there is one: a JIT compile whose
   // sizes have fewer keys than a tile (no whole-tile copy) runs the general copy, as ahead of time.
-  if (O.isOutput && !g.valueVar.empty() && O.varNames.back() == g.valueVar && (full || !tiled)) {
-    H::Expr De = O.func.output_buffer().dim(0).extent();
-    specializeFor(full ? *full : H::Stage(O.func), {De == 64, De == 128}, t);
+  // An online softmax that is not an output (differential attention's two, read by the
+  // difference) takes the value extent from the algorithm: without a constant extent its tile
+  // buffers went to the heap, one allocation per tile (diff_attention B1 H8 N256 D64 E128, Zen 4,
+  // Halide profiler: 40% of the time in the two online outputs' loops and the allocator).
+  H::Expr De;
+  if (!g.valueVar.empty() && O.varNames.back() == g.valueVar && (full || !tiled)) {
+    if (O.isOutput)
+      De = O.func.output_buffer().dim(0).extent();
+    else
+      for (auto &[n, e] : G.extents)
+        if (n == g.valueVar)
+          De = e;
   }
+  if (De.defined())
+    specializeFor(full ? *full : H::Stage(O.func), {De == 64, De == 128}, t);
 }
 
 class CpuOnlineRule : public ScheduleRule {

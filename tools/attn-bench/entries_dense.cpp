@@ -522,9 +522,11 @@ void benchRotary(const Options &o, std::vector<CaseResult> *out) {
 }
 
 // Differential attention (Ye et al. 2024): two causal softmaxes over D-channel scores, their
-// difference times E = 2D value channels, then the head's RMSNorm: 2*B*H*N*(N+1)*(2D + 2E)
-// (each map's QK^T and PV over the causal pairs; the split computes each map's PV, as PyTorch's
-// attn1 @ v - lam * attn2 @ v would, while the paper's (attn1 - lam attn2) @ v does one).
+// difference times E = 2D value channels, then the head's RMSNorm: 2*B*H*N*(N+1)*(D + E)
+// (each map's QK^T and PV, 2D + 2E flops per causal pair, N(N+1)/2 pairs; the split computes
+// each map's PV, as PyTorch's attn1 @ v - lam * attn2 @ v would, while the paper's
+// (attn1 - lam attn2) @ v does one). Until 2026-11-29 this counted twice that, so figures in %
+// of peak for diff_attention before then are 2x too high (its ratios are unaffected).
 void benchDiffAttention(const Options &o, std::vector<CaseResult> *out) {
   for (const AttnShape &s : attnShapes(o)) {
     const int E = 2 * s.D;
@@ -537,8 +539,8 @@ void benchDiffAttention(const Options &o, std::vector<CaseResult> *out) {
                 Tensor::randn({E}, 86, 1.f, .1f)};
     c.outShape = ve;
     c.bytes = 4.0 * s.B * s.H * (double)s.N * (4.0 * s.D + 2.0 * E);
-    c.flopFormula = "2*B*H*N*(N+1)*(2D+2E)";
-    c.flops = 2.0 * s.B * s.H * (double)s.N * (s.N + 1) * (2.0 * s.D + 2.0 * E);
+    c.flopFormula = "2*B*H*N*(N+1)*(D+E)";
+    c.flops = 2.0 * s.B * s.H * (double)s.N * (s.N + 1) * ((double)s.D + E);
     c.kernel = &attnc_kernels::bench_diff_attention();
     c.torchEntry = "diff_attention";
     c.reference = [&c, s, E] {
