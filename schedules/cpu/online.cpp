@@ -360,25 +360,20 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   // vector (the key's table entry a broadcast, the rows' a vector load), vectors of rows in
   // parallel; the groups then reduce their rows' ranges, a few operations per row. Computed at
   // root (HalideGen's predicates read them).
-  if (G.rowKeys != kNoFunc) {
-    LoweredFunc &rk = k.funcs[G.rowKeys];
-    H::Var row = rk.func.args()[0], ro(rk.name + "_ro"), ri(rk.name + "_ri");
-    rk.func.compute_root();
-    rk.func.update()
-        .split(row, ro, ri, vec, H::TailStrategy::GuardWithIf)
-        .reorder(ri, rk.rvars[0], ro)
-        .vectorize(ri)
-        .parallel(ro);
-  }
-  if (G.groupKeys != kNoFunc) {
-    LoweredFunc &gk = k.funcs[G.groupKeys];
-    H::Var grp = gk.func.args()[0], go(gk.name + "_go"), gi(gk.name + "_gi");
-    gk.func.compute_root();
-    gk.func.update()
-        .split(grp, go, gi, vec, H::TailStrategy::GuardWithIf)
-        .reorder(gi, gk.rvars[0], go)
-        .vectorize(gi);
-  }
+  // (Each is a reduction whose first index, vectorised, is the row or the group.)
+  auto vectorOverFirst = [&](FuncIndex fi, bool parallel) {
+    LoweredFunc &f = k.funcs[fi];
+    H::Var x = f.func.args()[0], xo(f.name + "_o"), xi(f.name + "_i");
+    f.func.compute_root();
+    H::Stage u = f.func.update();
+    u.split(x, xo, xi, vec, H::TailStrategy::GuardWithIf).reorder(xi, f.rvars[0], xo).vectorize(xi);
+    if (parallel)
+      u.parallel(xo);
+  };
+  if (G.rowKeys != kNoFunc)
+    vectorOverFirst(G.rowKeys, true);
+  if (G.groupKeys != kNoFunc)
+    vectorOverFirst(G.groupKeys, false);
 
   // With at least a tile of keys, every key read is the tile's first key plus the slot (HalideGen
   // clamps slots only for fewer keys), so the tile loops are dense vector loads; causal attention
