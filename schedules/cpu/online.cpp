@@ -390,14 +390,8 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   // buffers went to the heap, one allocation per tile (diff_attention B1 H8 N256 D64 E128, Zen 4,
   // Halide profiler: 40% of the time in the two online outputs' loops and the allocator).
   H::Expr De;
-  if (!g.valueVar.empty() && O.varNames.back() == g.valueVar && (full || !tiled)) {
-    if (O.isOutput)
-      De = O.func.output_buffer().dim(0).extent();
-    else
-      for (auto &[n, e] : G.extents)
-        if (n == g.valueVar)
-          De = e;
-  }
+  if (!g.valueVar.empty() && O.varNames.back() == g.valueVar && (full || !tiled))
+    De = O.isOutput ? O.func.output_buffer().dim(0).extent() : valueExtent;
   if (De.defined())
     specializeFor(full ? *full : H::Stage(O.func), {De == 64, De == 128}, t);
 }

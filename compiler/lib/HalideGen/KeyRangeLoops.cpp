@@ -40,13 +40,9 @@ public:
   struct Range {
     std::vector<H::Expr> lo, hi;
   };
-  // Fails on anything that could be observable from an iteration outside the bounds.
-  bool scan(const HI::Stmt &s, std::vector<H::Expr> &lo, std::vector<H::Expr> &hi) {
-    return scanAlt(s, {Range{lo, hi}});
-  }
-
-  // The same, under alternatives (a store runs where any of them holds).
-  bool scanAlt(const HI::Stmt &s, const std::vector<Range> &alts) {
+  // Fails on anything that could be observable from an iteration outside the bounds; `alts`
+  // are the bounds the enclosing ifs impose (a store runs where any of them holds).
+  bool scan(const HI::Stmt &s, const std::vector<Range> &alts) {
     if (!ok_ || !s.defined())
       return ok_;
     if (const auto *l = s.as<HI::LetStmt>()) {
@@ -54,20 +50,20 @@ public:
       if (std::optional<H::Expr> off = offsetOf(l->value))
         offsets_[l->name] = *off;
       local_.insert(l->name);
-      return scanAlt(l->body, alts);
+      return scan(l->body, alts);
     }
     if (const auto *f = s.as<HI::For>()) {
       local_.insert(f->name);
-      return scanAlt(f->body, alts);
+      return scan(f->body, alts);
     }
     if (const auto *b = s.as<HI::Block>())
-      return scanAlt(b->first, alts) && scanAlt(b->rest, alts);
+      return scan(b->first, alts) && scan(b->rest, alts);
     if (const auto *a = s.as<HI::Allocate>()) {
       inner_.insert(a->name);
-      return scanAlt(a->body, alts);
+      return scan(a->body, alts);
     }
     if (const auto *i = s.as<HI::IfThenElse>())
-      return scanAlt(i->then_case, within(alts, i->condition)) && scanAlt(i->else_case, alts);
+      return scan(i->then_case, within(alts, i->condition)) && scan(i->else_case, alts);
     if (const auto *st = s.as<HI::Store>()) {
       stored_.insert(st->name);
       if (inner_.count(st->name))
@@ -79,15 +75,15 @@ public:
       return ok_;
     }
     if (const auto *pc = s.as<HI::ProducerConsumer>())
-      return scanAlt(pc->body, alts);
+      return scan(pc->body, alts);
     if (const auto *e = s.as<HI::Evaluate>())
       return ok_ = ok_ && HI::is_pure(e->value);
     if (s.as<HI::Free>() || s.as<HI::Prefetch>())
       return ok_;
     if (const auto *a = s.as<HI::Atomic>())
-      return scanAlt(a->body, alts);
+      return scan(a->body, alts);
     if (const auto *h = s.as<HI::HoistedStorage>())
-      return scanAlt(h->body, alts);
+      return scan(h->body, alts);
     // An assert inside the loop checks the iteration's own work (a tile buffer's storage bound
     // when the tile's key range is data-dependent): a dropped iteration has none to check.
     if (s.as<HI::AssertStmt>())
@@ -256,8 +252,7 @@ private:
     if (!f || !loops_.count(f->name) || f->for_type != HI::ForType::Serial)
       return s;
     RangeScan scan(f->name);
-    std::vector<H::Expr> lo, hi;
-    scan.scan(f->body, lo, hi);
+    scan.scan(f->body, {RangeScan::Range{}});
     std::vector<std::pair<H::Expr, H::Expr>> r = scan.ranges();
     if (r.empty())
       return s;

@@ -649,14 +649,13 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
       rt.where(!split ? vis : c.full ? full : disjoint ? vis : vis && !full);
       state.maskBounded = grouped;
     }
-    const H::Expr tile = rt;
     if (weights) {
-      state.func(stArgs) = state.func(stArgs) + c.tpv.func(stateIndices(tile));
+      state.func(stArgs) = state.func(stArgs) + c.tpv.func(stateIndices(rt));
       state.rvars.push_back(rt[0]), state.rvarNames.push_back(tileName);
       continue;
     }
     H::Expr acc = state.func(stArgs)[0], l = state.func(stArgs)[1], mo = state.func(stArgs)[2];
-    H::Expr mt = c.tmax.func(stateRows(tile));
+    H::Expr mt = c.tmax.func(stateRows(rt));
     // One exp per step: exp(-|old - tile max|) rescales whichever of the two is smaller. Maxes
     // are kept finite so that -inf - -inf (nothing seen yet, a tile with every key masked)
     // makes no NaN: such a tile's sum and values are 0, so either weight adds nothing. The
@@ -668,9 +667,9 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     // The output so far is kept normalised (a weighted mean of the values seen), so it never
     // overflows where the result does not; the sum of exps is 0 only while every key seen was
     // masked, and then both terms are 0 (the sum is kept at least the smallest normal float).
-    H::Expr ln = l * a + c.tsum.func(stateRows(tile)) * b;
+    H::Expr ln = l * a + c.tsum.func(stateRows(rt)) * b;
     H::Expr inv = 1.0f / H::max(ln, std::numeric_limits<float>::min());
-    state.func(stArgs) = H::Tuple(acc * (l * a * inv) + c.tpv.func(stateIndices(tile)) * (b * inv),
+    state.func(stArgs) = H::Tuple(acc * (l * a * inv) + c.tpv.func(stateIndices(rt)) * (b * inv),
                                   ln, H::max(mo, mt));
     state.rvars.push_back(rt[0]), state.rvarNames.push_back(tileName);
   }
