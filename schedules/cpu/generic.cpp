@@ -200,9 +200,13 @@ bool scheduleContraction(LoweredFunc &f, const Target &t, const ScheduleParams &
 void scheduleStored(LoweredFunc &f, const Target &t, const ScheduleParams &params,
                     LoweredKernel *k);
 
-// Finds a float call to a math library function (exp, log, tanh, ...), as --emit=cost counts
-// transcendental calls. Only calls whose arguments use one of `vars`: a scale such as
-// 1 / sqrt(D) is the same at every point, and storing a score for it would only cost memory.
+// Finds a float call to a math library function (exp, log, ...), as --emit=cost counts
+// transcendental calls, or a float division by a varying divisor: tanh is a rational function
+// (IeeeMath.cpp), whose one division and 14 multiply-adds cost about an exp (a soft-capped
+// score inlined into its tile's max and exps computed it twice: 1.48x sdpa's time per visited
+// tile against 1.32x stored, attn-bench, AMD EPYC Zen 4, 2026-11-29). Only those that use one
+// of `vars`: a scale such as 1 / sqrt(D) is the same at every point, and storing a score for it
+// would only cost memory.
 class HasTranscendental : public H::Internal::IRVisitor {
 public:
   explicit HasTranscendental(const std::vector<H::Var> &vars) : vars_(vars) {}
@@ -232,6 +236,10 @@ private:
       for (const H::Expr &a : c->args)
         found |= varying(a);
     H::Internal::IRVisitor::visit(c);
+  }
+  void visit(const H::Internal::Div *d) override {
+    found |= d->type.is_float() && varying(d->b);
+    H::Internal::IRVisitor::visit(d);
   }
   const std::vector<H::Var> &vars_;
   std::vector<std::string> varyingLets_; // let names bound to values that use vars_

@@ -259,7 +259,7 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
       }
     }
 
-    // A score that calls a transcendental (a soft cap's tanh) is stored per tile, next to the
+    // A score that calls a transcendental or divides (a soft cap's tanh) is stored per tile, next to the
     // contraction's: inlined, the tile's max and its exps each computed it. Soft-capped sliding
     // window, B1 H8 N4096 D64 W512, Zen 4, attn-bench, per visited tile against sdpa: 1.67x
     // inlined, 1.41x stored. Computing the contraction per 2-row block of the stored score (no

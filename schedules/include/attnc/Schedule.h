@@ -69,8 +69,8 @@ void scheduleGenericFunc(LoweredFunc &f, const Target &t, const ScheduleParams &
 std::vector<Knob> genericKnobs(const Target &t);
 // Whether scheduleGenericFunc gives `f` a loop nest of its own (else it is inlined, knobs unused).
 bool genericSchedules(const LoweredFunc &f);
-// Whether `f`'s values call a float math function (exp, log, tanh, ...: what --emit=cost counts
-// as transcendental) with an argument that varies with f's indices.
+// Whether `f`'s values call a float math function (exp, log, ...: what --emit=cost counts as
+// transcendental) or divide by a float, with an argument or divisor that varies with f's indices.
 bool callsTranscendental(const LoweredFunc &f);
 
 // CUDA targets (schedules/cuda/): the generic rule's choice for one Func (root Funcs as grids of

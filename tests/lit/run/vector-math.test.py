@@ -12,7 +12,9 @@ mode, d = sys.argv[1], sys.argv[2]
 if mode == "make":
     rng = np.random.default_rng(11)
     x = np.concatenate([np.array(SPECIAL), rng.standard_normal(300) * 3, rng.uniform(-1e-3, 1e-3, 100),
-                        rng.uniform(-2e5, 2e5, 200), np.arange(0, 4096, 17) * 0.37])
+                        rng.uniform(-2e5, 2e5, 200), np.arange(0, 4096, 17) * 0.37,
+                        # tanh's fitted range, densely, and its worst point (IeeeMath.cpp)
+                        np.linspace(-10, 10, 2001), [6.0756836, -6.0756836]])
     np.save(d + "/x.npy", x.astype(np.float32))
     sys.exit()
 
