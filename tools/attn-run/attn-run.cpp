@@ -107,6 +107,18 @@ cl::opt<std::string>
                                 "unknown --online-softmax '" + m + "' (expected on or off)");
                   }));
 
+cl::opt<std::string> gatherChecks(
+    "gather-checks",
+    cl::desc(
+        "where a read at an index taken from a tensor (a page table's entry) is range-checked: "
+        "read (default: where it is read) or host (before the kernel, over the indices it "
+        "uses where it counts, as GPU kernels check it)"),
+    cl::value_desc("W"), cl::init("read"), cl::cat(category),
+    cl::callback([](const std::string &m) {
+      if (m != "read" && m != "host")
+        cli.error(gatherChecks, "unknown --gather-checks '" + m + "' (expected read or host)");
+    }));
+
 // The default tile comes from its one definition (Passes.h).
 const std::string onlineTileDesc =
     "keys per tile of the online softmax (default " + std::to_string(attnc::kDefaultOnlineTile) +
@@ -350,6 +362,7 @@ attnc::CompileOptions compileOptions() {
   attnc::parseSampleOrder(sampleOrder, &co.passes.sampleOrder);
   if (onlineSoftmax.getNumOccurrences())
     co.onlineSoftmax = onlineSoftmax == "on";
+  co.hostGatherChecks = gatherChecks == "host";
   if (auto tile = onlineTile.value())
     co.passes.onlineTile = *tile;
   return co;
@@ -629,8 +642,9 @@ int runCompiled(attnc::Compilation &comp, const Assignments &ins, const Assignme
 int main(int argc, char **argv) {
   attnc::install_cleanup_handlers();
   attnc::tool::Usage usage;
-  usage.options = {inputArgs,  outputArgs,  targetStr,     schedule,   kernelName, defines,
-                   importDirs, sampleOrder, onlineSoftmax, onlineTile, tileStats,  reference};
+  usage.options = {inputArgs,    outputArgs, targetStr,   schedule,      kernelName,
+                   defines,      importDirs, sampleOrder, onlineSoftmax, onlineTile,
+                   gatherChecks, tileStats,  reference};
   usage.epilogue = "Inputs must be little-endian, C-order float32 or int32 arrays. Every output is "
                    "summarised;\nthose named with --output are written.\n";
   if (std::optional<int> rc = cli.parse(argc, argv, usage))

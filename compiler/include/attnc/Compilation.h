@@ -37,6 +37,10 @@ struct CompileOptions {
   // --online-softmax: nullopt is auto (on for CPU targets; off for GPU targets, whose cuda-dense
   // schedule keeps the unfused scores in shared memory tiles).
   std::optional<bool> onlineSoftmax;
+  // --gather-checks=host: a read at an index taken from a tensor is range-checked before the
+  // kernel, over the indices it uses where it counts, as GPU targets always do (device code cannot
+  // format the message), instead of at the read (lowerToHalide's hostGatherChecks).
+  bool hostGatherChecks = false;
   bool runPasses = true; // --no-opt
   // MLIR's thread pool: the fuzz harness turns it off (one input at a time, no threads to leak).
   bool mlirThreading = true;

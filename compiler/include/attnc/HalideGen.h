@@ -151,9 +151,10 @@ struct LoweredKernel {
   std::vector<OnlineGroup> onlineGroups;
   // Where each DSL definition is written ("file:line:col"), for diagnostics about its plan.
   std::map<std::string, std::string> definitionLocs;
-  // Reads of an input at an index taken from a tensor (a page table's entry), each checked by a
-  // Halide `require` where it is read: "file:line:col" of the read and the tensor's name. A GPU
-  // kernel cannot format the check's message in device code, so GPU targets refuse them.
+  // Reads of an input at an index taken from a tensor (a page table's entry) that could not be
+  // checked on the host (lowerToHalide's hostGatherChecks): "file:line:col" of the read and the
+  // tensor's name. A GPU kernel cannot format a check's message in device code (Halide's
+  // `require` there is an internal error), so GPU targets refuse them.
   std::vector<std::pair<std::string, std::string>> inputGathers;
   // Whether compiling for a GPU checks the blocks' threads and shared memory against constant
   // bounds (GpuLaunchLimits.cpp). attnc's rules must pass; Halide's autoscheduler (Anderson2021)
@@ -189,7 +190,10 @@ void checkGpuLaunchLimits(Halide::Pipeline &p);
 void boundKeyRangeLoops(Halide::Pipeline &p, const std::vector<std::string> &loops);
 
 // Lowers one kernel. Throws std::runtime_error for IR that has no Halide lowering.
-LoweredKernel lowerToHalide(attn::KernelOp kernel);
+// hostGatherChecks (GPU targets): a read of an input at an index taken from a tensor is clamped,
+// and checked before the kernel by a scalar Func over the indices the index uses, where the read
+// counts (Lowerer::readGuard_), instead of by a `require` at the read (CPU targets).
+LoweredKernel lowerToHalide(attn::KernelOp kernel, bool hostGatherChecks = false);
 
 // A copy of an unscheduled lowering that shares no Halide object with it (Funcs, inputs,
 // reduction domains; names are kept), so that one lowering serves every schedule candidate:

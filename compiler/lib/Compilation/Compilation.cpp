@@ -55,14 +55,16 @@ AppliedSchedule scheduleKernel(LoweredKernel &k, const Halide::Target &t,
                                const ScheduleRequest &r) {
   AppliedSchedule out;
   // Halide formats a `require`'s message with string calls that device code lacks (an internal
-  // error `append_string`, which reached users as an empty "Halide: Error:"): refused here, at
-  // the read, until such checks run on the host.
+  // error `append_string`, which reached users as an empty "Halide: Error:"): GPU kernels check
+  // gathers on the host before the launch (lowerToHalide's hostGatherChecks); a gather whose
+  // index uses an index of unknown extent is refused here, at the read.
   if (t.has_gpu_feature() && !k.inputGathers.empty()) {
     const auto &[at, tensor] = k.inputGathers.front();
     throw std::runtime_error(at + ": error: '" + tensor +
-                             "' is read at an index taken from a tensor; GPU targets cannot "
-                             "check such reads yet (the out-of-range check runs in device code, "
-                             "where Halide cannot format its message): compile for a CPU target");
+                             "' is read at an index taken from a tensor where GPU targets cannot "
+                             "check it (a score that an online softmax computes only at the keys "
+                             "its mask shows; device code cannot format the check's message): "
+                             "compile with --online-softmax=off or for a CPU target");
   }
   if (isAutoscheduler(r.schedule)) {
     if (!r.params.empty())
@@ -255,7 +257,12 @@ const LoweredKernel &Compilation::lowered(int64_t onlineTile) {
   attn::KernelOp k = kernel(m);
   if (!k)
     throw CompileFailed();
-  return lowered_.emplace(onlineTile, lowerToHalide(k)).first->second;
+  // GPU kernels check gathers on the host (device code cannot format a check's message).
+  Halide::Target t;
+  std::string ignored;
+  const bool gpu = parseTarget(opts_.target, &t, &ignored) && t.has_gpu_feature();
+  return lowered_.emplace(onlineTile, lowerToHalide(k, gpu || opts_.hostGatherChecks))
+      .first->second;
 }
 
 bool Compilation::findTuning(const std::string &dbOption, TunedSchedule *out) {

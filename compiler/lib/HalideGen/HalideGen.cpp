@@ -2,6 +2,7 @@
 #include "attnc/HalideGen.h"
 #include "Lowerer.h"
 
+#include <set>
 #include <sstream>
 
 namespace attnc {
@@ -259,11 +260,86 @@ void Lowerer::lowerDataRequirement(attn::RequireOp req) {
   lf.role = FuncRole::Check;
   lf.func = H::Func(lf.name);
   Env env;
+  indexExtents_.clear();
   H::Expr cond = eval(req.getCondition(), env);
   // The marker lets the runtime cut Halide's "Requirement Failed: (cond) 0" prefix.
   lf.func() = H::require(cond, H::Expr(0), "[attnc] " + req.getMessage().str());
   dataChecks_.push_back(lf.func);
   addFunc(std::move(lf));
+}
+
+void Lowerer::bindIndices(ArrayRef<H::Var> vars, ValueRange extents, Env &env) {
+  // A name may stand for another extent in another definition.
+  indexExtents_.clear();
+  for (auto [var, ext] : llvm::zip(vars, extents))
+    indexExtents_[var.name()] = H::cast<int32_t>(eval(ext, env));
+}
+
+bool Lowerer::addHostGatherCheck(const H::Expr &ok, const H::Expr &i, const std::string &tensor,
+                                 int dim, const H::Expr &extent) {
+  // The indices `ok` uses (not sizes, which are parameters, nor names bound by its lets).
+  struct Indices : H::Internal::IRGraphVisitor {
+    std::set<std::string> names, bound;
+    using H::Internal::IRGraphVisitor::visit;
+    void visit(const H::Internal::Variable *v) override {
+      if (!v->param.defined() && !v->image.defined() && !bound.count(v->name))
+        names.insert(v->name);
+    }
+    void visit(const H::Internal::Let *l) override {
+      l->value.accept(this);
+      bound.insert(l->name);
+      l->body.accept(this);
+    }
+  } used;
+  ok.accept(&used);
+  i.accept(&used);
+  std::vector<std::pair<std::string, H::Expr>> dom; // name, extent; the first varies fastest
+  for (const std::string &n : used.names) {
+    auto it = indexExtents_.find(n);
+    if (it == indexExtents_.end())
+      return false;
+    dom.emplace_back(n, it->second);
+  }
+  const std::string name = "gather__" + std::to_string(gatherChecks_++);
+  std::vector<H::Internal::ReductionVariable> rvs;
+  for (const auto &[n, ext] : dom)
+    rvs.push_back({name + "$" + n, H::Expr(0), ext});
+  H::RDom r{H::Internal::ReductionDomain(rvs)};
+  // The first point (as a number in 64 bits, the first index fastest) where the read counts and
+  // is out of range; INT64_MAX if none.
+  std::map<std::string, H::Expr> atR;
+  H::Expr point = H::cast<int64_t>(0), stride = H::cast<int64_t>(1);
+  for (size_t k = 0; k < dom.size(); ++k) {
+    atR[dom[k].first] = r[(int)k];
+    point = point + H::cast<int64_t>(r[(int)k]) * stride;
+    stride = stride * H::cast<int64_t>(dom[k].second);
+  }
+  const H::Expr none = H::Int(64).max();
+  LoweredFunc first;
+  first.name = first.definition = name;
+  first.role = FuncRole::Check;
+  first.func = H::Func(name);
+  first.func() = none;
+  first.func() = H::min(first.func(), H::select(H::Internal::substitute(atR, ok), none, point));
+  // The message is the one a CPU kernel's check at the read gives (the runtime names the DSL's
+  // tensor and dimension from it), with the index at that point.
+  std::map<std::string, H::Expr> atFirst;
+  stride = H::cast<int64_t>(1);
+  for (const auto &[n, ext] : dom) {
+    atFirst[n] = H::cast<int32_t>((first.func() / stride) % H::cast<int64_t>(H::max(ext, 1)));
+    stride = stride * H::cast<int64_t>(ext);
+  }
+  LoweredFunc check;
+  check.name = check.definition = name + "__check";
+  check.role = FuncRole::Check;
+  check.func = H::Func(check.name);
+  check.func() =
+      H::require(first.func() == none, H::Expr(0), "input", tensor, "is read at",
+                 H::Internal::substitute(atFirst, i), "in dimension", dim, "of extent", extent);
+  dataChecks_.push_back(check.func);
+  addFunc(std::move(first));
+  addFunc(std::move(check));
+  return true;
 }
 
 // `value` plus every data check (each 0 once passed), for the first definition of an output.
@@ -315,6 +391,16 @@ void Lowerer::lowerDefine(attn::DefineOp op) {
   Env env;
   for (auto [arg, var] : llvm::zip(body.getArguments(), lf.vars))
     env[arg] = var;
+  // A definition read only by online softmaxes (the score extracted from a masked softmax) is
+  // computed where their masks show keys, which a check over its whole domain would not know:
+  // its gathers are not checked on the host.
+  Value res = op.getResult();
+  if (!res.use_empty() && llvm::all_of(res.getUsers(), [](Operation *u) {
+        return isa<attn::OnlineSoftmaxOp>(u) || u->getParentOfType<attn::OnlineSoftmaxOp>();
+      }))
+    indexExtents_.clear();
+  else
+    bindIndices(lf.vars, op.getExtents(), env);
   Value y = cast<attn::YieldOp>(body.getTerminator()).getValues()[0];
   std::vector<H::Expr> args = reversed(toExprs(lf.vars));
   auto red = y.getDefiningOp<attn::ReduceOp>();
@@ -412,6 +498,8 @@ std::string Lowerer::definitionOf(Operation *op) {
 
 using lowering::Lowerer;
 
-LoweredKernel lowerToHalide(attn::KernelOp kernel) { return Lowerer().run(kernel); }
+LoweredKernel lowerToHalide(attn::KernelOp kernel, bool hostGatherChecks) {
+  return Lowerer(hostGatherChecks).run(kernel);
+}
 
 } // namespace attnc

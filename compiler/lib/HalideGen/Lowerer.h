@@ -60,12 +60,30 @@ inline std::vector<H::Expr> toExprs(const std::vector<H::Var> &vars) {
 
 class Lowerer {
 public:
+  explicit Lowerer(bool hostGatherChecks) : hostGatherChecks_(hostGatherChecks) {}
   LoweredKernel run(attn::KernelOp kernel);
 
 private:
   LoweredKernel out_;
   llvm::DenseSet<Value> returned_;
   std::vector<H::Func> dataChecks_;
+  // Where the reads being lowered count: a masked softmax's mask in its score, the condition
+  // under which a product is not structurally 0 in its other factors. Undefined: everywhere. A
+  // gather's out-of-range check holds only there, so that a masked key's table entry (-1 in a
+  // padded page table) is never an error, with or without the online softmax.
+  H::Expr readGuard_;
+  const bool hostGatherChecks_;
+  int gatherChecks_ = 0;
+  // The extent of each index by its Halide name (definitions' and softmaxes' variables, as their
+  // bodies are lowered; reduction variables), for the domains of host gather checks.
+  std::map<std::string, H::Expr> indexExtents_;
+  // A gather of input `tensor` at index `i` in DSL dimension `dim` of extent `extent`, valid
+  // where `ok` holds, checked by Funcs `gather__<n>` (the first point, in the order of its
+  // indices, where `ok` fails) and `gather__<n>__check` (a data check). False when `ok` uses
+  // an index whose extent is unknown (the caller then refuses the read for GPU targets).
+  bool addHostGatherCheck(const H::Expr &ok, const H::Expr &i, const std::string &tensor, int dim,
+                          const H::Expr &extent);
+  void bindIndices(ArrayRef<H::Var> vars, ValueRange extents, Env &env);
 
   // Whether a requirement's condition reads tensor values (not only sizes and constants).
   static bool conditionReadsData(Value cond);

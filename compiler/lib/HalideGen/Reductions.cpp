@@ -5,9 +5,11 @@ namespace attnc::lowering {
 
 H::RDom Lowerer::makeRDom(ValueRange extents, ArrayAttr names, Env &env, const std::string &owner) {
   std::vector<H::Internal::ReductionVariable> rvs;
-  for (auto [ext, name] : llvm::zip(extents, names))
+  for (auto [ext, name] : llvm::zip(extents, names)) {
     rvs.push_back({owner + "$" + cast<StringAttr>(name).getValue().str(), H::Expr(0),
                    H::cast<int32_t>(eval(ext, env))});
+    indexExtents_[rvs.back().var] = rvs.back().extent;
+  }
   return H::RDom(H::Internal::ReductionDomain(rvs));
 }
 
@@ -150,6 +152,9 @@ H::Expr Lowerer::lowerNestedReduce(attn::ReduceOp op, Env &env) {
   lf.func = H::Func(name);
   Env inner;
   std::vector<H::Expr> callArgs;
+  // The helper's variables stand for the enclosing indices, and take their extents (for host
+  // gather checks) while its body is lowered.
+  std::map<std::string, H::Expr> outerExtents = indexExtents_;
   for (BlockArgument ba : captured) {
     lf.varNames.push_back(indexName(ba));
     lf.vars.emplace_back(lf.varNames.back());
@@ -157,6 +162,12 @@ H::Expr Lowerer::lowerNestedReduce(attn::ReduceOp op, Env &env) {
     callArgs.push_back(env.lookup(ba));
     if (!callArgs.back().defined())
       unsupported(op, "reduction uses an index that is not in scope");
+    const auto *v = callArgs.back().as<H::Internal::Variable>();
+    auto known = v ? outerExtents.find(v->name) : outerExtents.end();
+    if (known != outerExtents.end())
+      indexExtents_[lf.varNames.back()] = known->second;
+    else
+      indexExtents_.erase(lf.varNames.back());
   }
   H::RDom r = makeRDom(op.getExtents(), op.getIndices(), env, name);
   // The helper Func's own variables stand for the enclosing indices; an index it does not
@@ -168,6 +179,7 @@ H::Expr Lowerer::lowerNestedReduce(attn::ReduceOp op, Env &env) {
       castTo(op.getType(),
              eval(cast<attn::YieldOp>(op.getBody().front().getTerminator()).getValues()[0], inner)),
       r);
+  indexExtents_ = std::move(outerExtents);
   std::vector<H::Expr> args = reversed(toExprs(lf.vars));
   lf.func(args) = initValue(op.getKind(), v.type());
   lf.func(args) = combine(op.getKind(), lf.func(args), v);

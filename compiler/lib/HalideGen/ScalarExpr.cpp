@@ -175,18 +175,26 @@ std::optional<Lowerer::ReadParts> Lowerer::structural(Value v, Env &env) {
     H::Expr mask = eval(yield.getValues()[1], menv);
     return ReadParts{lowerReadParts(r, env).value, mask};
   }
-  auto operand = [&](Value x) {
-    std::optional<ReadParts> p = structural(x, env);
-    return p ? *p : ReadParts{eval(x, env), H::Expr()};
-  };
   auto both = [](const H::Expr &a, const H::Expr &b) {
     return !a.defined() ? b : !b.defined() ? a : a && b;
   };
   if (isa<arith::MulFOp>(op)) {
-    ReadParts a = operand(op->getOperand(0)), b = operand(op->getOperand(1));
-    if (!a.inRange.defined() && !b.inRange.defined())
+    // The structural factors first: the other factor's reads count only where the product is
+    // not structurally 0 (a masked probability's value, read through a page table, is never read).
+    std::optional<ReadParts> a = structural(op->getOperand(0), env),
+                             b = structural(op->getOperand(1), env);
+    if (!a && !b)
       return std::nullopt;
-    return ReadParts{a.value * b.value, both(a.inRange, b.inRange)};
+    auto plain = [&](Value x, const H::Expr &where) {
+      H::Expr saved = readGuard_;
+      readGuard_ = both(saved, where);
+      H::Expr v = eval(x, env);
+      readGuard_ = saved;
+      return ReadParts{v, H::Expr()};
+    };
+    ReadParts pa = a ? *a : plain(op->getOperand(0), b->inRange);
+    ReadParts pb = b ? *b : plain(op->getOperand(1), pa.inRange);
+    return ReadParts{pa.value * pb.value, both(pa.inRange, pb.inRange)};
   }
   if (isa<arith::NegFOp>(op)) {
     std::optional<ReadParts> a = structural(op->getOperand(0), env);
@@ -245,11 +253,20 @@ Lowerer::ReadParts Lowerer::lowerReadParts(attn::ReadOp r, Env &env) {
       // A gather from an input: the read is clamped so Halide can bound it, and an index that
       // was out of range stops the kernel with an error (as a bounds check would).
       H::Expr i = idx[d];
-      if (std::optional<std::string> at = sourcePosition(r.getLoc()))
-        out_.inputGathers.emplace_back(*at, param->name);
-      idx[d] =
-          H::require(i >= 0 && i < extent[d], H::clamp(i, 0, H::max(extent[d] - 1, 0)), "input",
-                     param->name, "is read at", i, "in dimension", (int)d, "of extent", extent[d]);
+      H::Expr ok = i >= 0 && i < extent[d];
+      if (readGuard_.defined())
+        ok = !readGuard_ || ok;
+      H::Expr clamped = H::clamp(i, 0, H::max(extent[d] - 1, 0));
+      if (hostGatherChecks_ && addHostGatherCheck(ok, i, param->name, (int)d, extent[d])) {
+        idx[d] = clamped;
+      } else {
+        // Checked where it is read; GPU targets refuse such a read (scheduleKernel).
+        if (hostGatherChecks_)
+          if (std::optional<std::string> at = sourcePosition(r.getLoc()))
+            out_.inputGathers.emplace_back(*at, param->name);
+        idx[d] = H::require(ok, clamped, "input", param->name, "is read at", i, "in dimension",
+                            (int)d, "of extent", extent[d]);
+      }
     }
   }
   H::Expr v = param ? H::Expr(param->param(reversed(idx))) : H::Expr(func(reversed(idx)));

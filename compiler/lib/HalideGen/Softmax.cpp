@@ -12,6 +12,7 @@ void Lowerer::lowerSoftmax(attn::SoftmaxOp op) {
   Env env;
   for (auto [arg, var] : llvm::zip(body.getArguments(), vars))
     env[arg] = var;
+  bindIndices(vars, op.getExtents(), env);
   auto yield = cast<attn::YieldOp>(body.getTerminator());
   bool masked = yield.getValues().size() == 2;
 
@@ -35,9 +36,14 @@ void Lowerer::lowerSoftmax(attn::SoftmaxOp op) {
   LoweredFunc score = part("score", FuncRole::SoftmaxScore);
   score.varNames = varNames;
   score.vars = vars;
+  // The mask first: the score's reads count only where it holds (Lowerer::readGuard_).
+  H::Expr keep = masked ? eval(yield.getValues()[1], env) : H::Expr();
+  H::Expr saved = readGuard_;
+  readGuard_ = keep;
   H::Expr s = H::cast<float>(eval(yield.getValues()[0], env));
+  readGuard_ = saved;
   if (masked)
-    s = H::select(eval(yield.getValues()[1], env), s, H::Float(32).min());
+    s = H::select(keep, s, H::Float(32).min());
   score.func(all) = s;
 
   // Reduction domain over the axes; the score is read at rows + reduction coordinates.
