@@ -155,6 +155,34 @@ callsReadWithVar(const H::Expr &e, const std::string &var,
   return v.found;
 }
 
+// Halide names of what `e` calls at a coordinate read from data (a page table's entry).
+std::set<std::string> gatheredCalls(const H::Expr &e) {
+  struct Gathers : H::Internal::IRVisitor {
+    std::set<std::string> found;
+    using H::Internal::IRVisitor::visit;
+    void visit(const H::Internal::Call *c) override {
+      if (c->call_type == H::Internal::Call::Image || c->call_type == H::Internal::Call::Halide)
+        for (const H::Expr &a : c->args) {
+          struct Reads : H::Internal::IRVisitor {
+            bool any = false;
+            using H::Internal::IRVisitor::visit;
+            void visit(const H::Internal::Call *d) override {
+              any |= d->call_type == H::Internal::Call::Image ||
+                     d->call_type == H::Internal::Call::Halide;
+              H::Internal::IRVisitor::visit(d);
+            }
+          } r;
+          a.accept(&r);
+          if (r.any)
+            found.insert(c->name);
+        }
+      H::Internal::IRVisitor::visit(c);
+    }
+  } g;
+  e.accept(&g);
+  return g.found;
+}
+
 // Names (LoweredFunc::name) of the kernel's Funcs that `e` calls with `var` in their coordinates.
 std::vector<std::string> funcsReadWithVar(const LoweredKernel &k, const H::Expr &e,
                                           const std::string &var) {
@@ -337,10 +365,20 @@ std::vector<OnlinePattern> findOnline(const LoweredKernel &k) {
     const std::string key = maskedScore->varNames.empty()
                                 ? std::string()
                                 : maskedScore->varNames[maskedTexp->softmaxAxes[0]];
-    for (const LoweredFunc *c : contractions)
-      for (const std::string &in : inputsReadWithVar(k, c->func.update_value(0), key))
-        if (std::find(g.keyInputs.begin(), g.keyInputs.end(), in) == g.keyInputs.end())
+    // (Not one read through a table, a paged cache: Halide bounds such a read by the whole
+    // tensor, so a per-head copy of it copied the whole cache for every head, 60x PyTorch's time
+    // at B4 H32 D128.)
+    for (const LoweredFunc *c : contractions) {
+      const std::set<std::string> gathered = gatheredCalls(c->func.update_value(0));
+      for (const std::string &in : inputsReadWithVar(k, c->func.update_value(0), key)) {
+        bool viaTable = false;
+        for (const KernelParam &p : k.inputs)
+          if (p.name == in)
+            viaTable = gathered.count(p.param.name()) || gathered.count(H::Func(p.param).name());
+        if (!viaTable && std::find(g.keyInputs.begin(), g.keyInputs.end(), in) == g.keyInputs.end())
           g.keyInputs.push_back(in);
+      }
+    }
     for (const LoweredFunc *c : contractions)
       for (const std::string &fn : funcsReadWithVar(k, c->func.update_value(0), key)) {
         const LoweredFunc *f = k.find(fn);

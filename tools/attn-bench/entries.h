@@ -23,6 +23,7 @@ void benchSlidingWindow(const Options &o, std::vector<CaseResult> *out);
 void benchSoftcapSlidingWindow(const Options &o, std::vector<CaseResult> *out);
 void benchRotary(const Options &o, std::vector<CaseResult> *out);
 void benchDiffAttention(const Options &o, std::vector<CaseResult> *out);
+void benchPagedDecode(const Options &o, std::vector<CaseResult> *out);
 void benchLinearAttention(const Options &o, std::vector<CaseResult> *out);
 // entries_vision.cpp
 void benchMsda(const Options &o, std::vector<CaseResult> *out);
@@ -37,6 +38,7 @@ inline const std::vector<Variant> &variants() {
       {"causal_attention", benchCausal},
       {"padding_mask", benchPaddingMask},
       {"varlen_attention", benchVarlen},
+      {"paged_decode", benchPagedDecode},
       {"mhsa", benchMhsa},
       {"sigmoid_attention", benchSigmoid},
       {"sliding_window", benchSlidingWindow},

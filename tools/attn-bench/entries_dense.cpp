@@ -1,5 +1,5 @@
 // attn-bench entries of the dense family: sdpa, causal_attention, padding_mask, varlen_attention,
-// mhsa, sigmoid_attention, the sliding windows (Mistral's, Gemma 2's soft-capped one), rotary,
+// paged_decode, mhsa, sigmoid_attention, the sliding windows (Mistral's, Gemma 2's soft-capped one), rotary,
 // differential and linear attention.
 #include "entries.h"
 
@@ -10,6 +10,7 @@
 #include "bench_linear_attention_as_written.attnc.h"
 #include "bench_mhsa.attnc.h"
 #include "bench_padding_mask.attnc.h"
+#include "bench_paged_decode.attnc.h"
 #include "bench_rotary_attention.attnc.h"
 #include "bench_sdpa.attnc.h"
 #include "bench_sdpa_none.attnc.h"
@@ -257,6 +258,91 @@ void benchVarlen(const Options &o, std::vector<CaseResult> *out) {
             if (w[j] != -INFINITY)
               for (int e = 0; e < s.D; ++e)
                 oi[e] += w[j] / l * v[((size_t)h * N + j) * s.D + e];
+        }
+      return o;
+    };
+    out->push_back(runCase(c, o));
+  }
+}
+
+// One decoding step against a paged KV cache (vLLM's layout: kc, vc [P, S, Hkv, D], page table
+// [B, M] padded with -1, lengths [B]): 4*H*D*sum_b(len_b) flops, and the visible keys and values
+// read once, 2*Hkv*D*sum_b(len_b) floats: memory-bound. PyTorch gathers each sequence's pages and
+// runs SDPA once per sequence (GQA by repeat_interleave), as users do on the CPU.
+void benchPagedDecode(const Options &o, std::vector<CaseResult> *out) {
+  struct Shape {
+    int H, Hkv, D, S;
+    std::vector<int> lengths;
+  };
+  const std::vector<Shape> shapes =
+      o.quick ? std::vector<Shape>{{4, 2, 16, 16, {37, 0, 5}}}
+              : std::vector<Shape>{{32, 8, 128, 16, {4096, 1000, 2500, 37, 3000, 512, 2048, 1531}},
+                                   {32, 8, 128, 16, {300, 1200, 77, 650}}};
+  for (const Shape &s : shapes) {
+    const int B = (int)s.lengths.size();
+    int M = 0, P = 0;
+    double keys = 0;
+    std::string lens;
+    for (size_t b = 0; b < s.lengths.size(); ++b) {
+      const int pages = (s.lengths[b] + s.S - 1) / s.S;
+      M = std::max(M, pages), P += pages, keys += s.lengths[b];
+      lens += (b ? "," : "") + std::to_string(s.lengths[b]);
+    }
+    // Each sequence's pages, in a shuffled order over the cache; -1 past its pages.
+    std::vector<int32_t> ids(P), table((size_t)B * M, -1),
+        lengths(s.lengths.begin(), s.lengths.end());
+    for (int p = 0; p < P; ++p)
+      ids[p] = (int32_t)((p * 7919L) % P); // 7919 is prime, so this is a permutation of 0..P-1
+    for (int b = 0, next = 0; b < B; ++b)
+      for (int m = 0; m < (s.lengths[b] + s.S - 1) / s.S; ++m)
+        table[(size_t)b * M + m] = ids[next++];
+    Case c;
+    c.variant = "paged_decode";
+    c.shape = "B" + std::to_string(B) + " H" + std::to_string(s.H) + " Hkv" +
+              std::to_string(s.Hkv) + " D" + std::to_string(s.D) + " pages of " +
+              std::to_string(s.S) + ", lengths " + lens;
+    c.memoryBound = true;
+    c.inputs = {Tensor::randn({B, s.H, s.D}, 101), Tensor::randn({P, s.S, s.Hkv, s.D}, 102),
+                Tensor::randn({P, s.S, s.Hkv, s.D}, 103), Tensor::ints({B, M}, table),
+                Tensor::ints({B}, lengths)};
+    c.outShape = {B, s.H, s.D};
+    c.flopFormula = "4*H*D*sum_b(len_b)";
+    c.flops = 4.0 * s.H * s.D * keys;
+    c.bytes = 4.0 * (2.0 * s.Hkv * s.D * keys + 2.0 * B * s.H * s.D + (double)B * M + B);
+    c.kernel = &attnc_kernels::bench_paged_decode();
+    c.torchEntry = "paged_decode";
+    // Naive: per (b, h), the visible keys through the page table, softmax, weighted sum.
+    c.reference = [&c, s, B, M] {
+      const float *q = c.inputs[0].fp(), *kc = c.inputs[1].fp(), *vc = c.inputs[2].fp();
+      const std::vector<int32_t> &pages = c.inputs[3].i, &lens = c.inputs[4].i;
+      std::vector<float> o((size_t)B * s.H * s.D, 0.f);
+      const float scale = 1.f / std::sqrt((float)s.D);
+      const int group = s.H / s.Hkv;
+      for (int b = 0; b < B; ++b)
+        for (int h = 0; h < s.H; ++h) {
+          const int n = lens[b];
+          std::vector<float> w(n);
+          float m = -INFINITY, l = 0.f;
+          auto at = [&](const float *cache, int j) {
+            const int page = pages[(size_t)b * M + j / s.S];
+            return cache + (((size_t)page * s.S + j % s.S) * s.Hkv + h / group) * s.D;
+          };
+          const float *qi = q + ((size_t)b * s.H + h) * s.D;
+          for (int j = 0; j < n; ++j) {
+            const float *kj = at(kc, j);
+            float d = 0.f;
+            for (int e = 0; e < s.D; ++e)
+              d += qi[e] * kj[e];
+            w[j] = d * scale, m = std::max(m, w[j]);
+          }
+          for (int j = 0; j < n; ++j)
+            l += (w[j] = std::exp(w[j] - m));
+          float *oi = o.data() + ((size_t)b * s.H + h) * s.D;
+          for (int j = 0; j < n; ++j) {
+            const float *vj = at(vc, j);
+            for (int e = 0; e < s.D; ++e)
+              oi[e] += w[j] / l * vj[e];
+          }
         }
       return o;
     };

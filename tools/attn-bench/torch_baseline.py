@@ -103,6 +103,24 @@ def varlen_attention(q, k, v, seq, causal):
     return out
 
 
+def paged_decode(q, kc, vc, pages, lens):
+    # One decoding step against vLLM's paged cache as PyTorch users run it on the CPU: each
+    # sequence's keys and values gathered from its pages, then SDPA once per sequence (GQA by
+    # repeating the kv heads); an empty sequence gives zeros, as the kernel does.
+    B, H, D = q.shape
+    _, S, Hkv, _ = kc.shape
+    out = torch.zeros_like(q)
+    for b in range(B):
+        n = int(lens[b])
+        if n == 0:
+            continue
+        ids = pages[b, : (n + S - 1) // S].long()
+        k = kc[ids].reshape(-1, Hkv, D)[:n].transpose(0, 1).repeat_interleave(H // Hkv, 0)
+        v = vc[ids].reshape(-1, Hkv, D)[:n].transpose(0, 1).repeat_interleave(H // Hkv, 0)
+        out[b] = F.scaled_dot_product_attention(q[b][:, None, :], k, v)[:, 0]
+    return out
+
+
 def mhsa(x, w_qkv, b_qkv, w_o, b_o):
     # timm's Attention: fused qkv linear, heads, SDPA, projection.
     B, N, C = x.shape
@@ -246,7 +264,7 @@ def swin_attention(q, k, v, table, ws, shift):
     return o
 
 
-ENTRIES = {f.__name__: f for f in (sdpa, causal_attention, padding_mask, varlen_attention, mhsa, sigmoid_attention, sliding_window, softcap_sliding_window, rotary_attention, diff_attention, linear_attention, msda, ms_deform_attn_core, deform_attn, dat_attn, swin_attention)}
+ENTRIES = {f.__name__: f for f in (sdpa, causal_attention, padding_mask, varlen_attention, paged_decode, mhsa, sigmoid_attention, sliding_window, softcap_sliding_window, rotary_attention, diff_attention, linear_attention, msda, ms_deform_attn_core, deform_attn, dat_attn, swin_attention)}
 
 
 def main():
