@@ -388,6 +388,28 @@ std::vector<OnlinePattern> findOnline(const LoweredKernel &k) {
         if (std::find(g.keyFuncs.begin(), g.keyFuncs.end(), fn) == g.keyFuncs.end())
           g.keyFuncs.push_back(fn);
       }
+    // Rows share keys unless every float tensor read along the key is read with the query row as
+    // well (through a table too: a paged cache's pages(b, j / S) names the row b).
+    if (!contractions.empty() && !g.queryVar.empty()) {
+      bool anyKeyRead = false, shared = false;
+      for (const LoweredFunc *c : contractions) {
+        const H::Expr body = c->func.update_value(0);
+        std::vector<std::string> withRow = inputsReadWithVar(k, body, g.queryVar);
+        std::vector<std::string> fwithRow = funcsReadWithVar(k, body, g.queryVar);
+        for (const std::string &in : inputsReadWithVar(k, body, key))
+          for (const KernelParam &p : k.inputs)
+            if (p.name == in && p.param.type().is_float()) {
+              anyKeyRead = true;
+              shared |= std::find(withRow.begin(), withRow.end(), in) == withRow.end();
+            }
+        for (const std::string &fn : funcsReadWithVar(k, body, key))
+          if (const LoweredFunc *f = k.find(fn); f && f->definition != o.definition) {
+            anyKeyRead = true;
+            shared |= std::find(fwithRow.begin(), fwithRow.end(), fn) == fwithRow.end();
+          }
+      }
+      g.rowsShareKeys = !anyKeyRead || shared;
+    }
     for (const LoweredFunc *c : contractions)
       for (const std::string &fn : funcsReadWithVar(k, c->func.update_value(0), g.queryVar)) {
         const LoweredFunc *f = k.find(fn);

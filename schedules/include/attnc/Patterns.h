@@ -42,6 +42,10 @@ struct OnlinePattern {
   std::vector<std::string> queryFuncs;
   std::string queryVar; // the innermost row index (the query axis)
   std::string valueVar; // the output's innermost index when it is not a row index
+  // Whether rows along the query axis share keys: false when every tensor the contractions read
+  // along the key is read with the query row too (a decode step, `q(b, h, d) * k(b, h, j, d)`:
+  // each row has keys of its own, none is reused across a tile of rows).
+  bool rowsShareKeys = true;
 };
 
 // Every online-softmax group of the kernel.
