@@ -162,20 +162,9 @@ std::set<std::string> gatheredCalls(const H::Expr &e) {
     using H::Internal::IRVisitor::visit;
     void visit(const H::Internal::Call *c) override {
       if (c->call_type == H::Internal::Call::Image || c->call_type == H::Internal::Call::Halide)
-        for (const H::Expr &a : c->args) {
-          struct Reads : H::Internal::IRVisitor {
-            bool any = false;
-            using H::Internal::IRVisitor::visit;
-            void visit(const H::Internal::Call *d) override {
-              any |= d->call_type == H::Internal::Call::Image ||
-                     d->call_type == H::Internal::Call::Halide;
-              H::Internal::IRVisitor::visit(d);
-            }
-          } r;
-          a.accept(&r);
-          if (r.any)
+        for (const H::Expr &a : c->args)
+          if (readsData(a))
             found.insert(c->name);
-        }
       H::Internal::IRVisitor::visit(c);
     }
   } g;

@@ -7,6 +7,7 @@
 #include "Halide.h"
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -188,6 +189,14 @@ void checkGpuLaunchLimits(Halide::Pipeline &p);
 // tiles its ranges let through, which Halide does not do for a predicate that reads a Func
 // (KeyRangeLoops.cpp).
 void boundKeyRangeLoops(Halide::Pipeline &p, const std::vector<std::string> &loops);
+
+// The names of the variables `e` uses that none of its lets binds; without the buffers' and
+// parameters' own (`q.extent.1`) unless `withParams` (ExprQueries.cpp).
+std::set<std::string> freeVars(const Halide::Expr &e, bool withParams = true);
+
+// Whether `e` reads a tensor (an input or a Func): as an index, a gather such as `q(m(i))`, which
+// Halide cannot bound from the loop ranges (ExprQueries.cpp).
+bool readsData(const Halide::Expr &e);
 
 // Lowers one kernel. Throws std::runtime_error for IR that has no Halide lowering.
 // hostGatherChecks (GPU targets): a read of an input at an index taken from a tensor is clamped,

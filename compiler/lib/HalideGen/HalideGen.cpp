@@ -260,7 +260,7 @@ void Lowerer::lowerDataRequirement(attn::RequireOp req) {
   lf.role = FuncRole::Check;
   lf.func = H::Func(lf.name);
   Env env;
-  indexExtents_.clear();
+  IndexScope scope(indexExtents_, false);
   H::Expr cond = eval(req.getCondition(), env);
   // The marker lets the runtime cut Halide's "Requirement Failed: (cond) 0" prefix.
   lf.func() = H::require(cond, H::Expr(0), "[attnc] " + req.getMessage().str());
@@ -269,8 +269,7 @@ void Lowerer::lowerDataRequirement(attn::RequireOp req) {
 }
 
 void Lowerer::bindIndices(ArrayRef<H::Var> vars, ValueRange extents, Env &env) {
-  // A name may stand for another extent in another definition.
-  indexExtents_.clear();
+  // (Inside the definition's IndexScope: a name may stand for another extent elsewhere.)
   for (auto [var, ext] : llvm::zip(vars, extents))
     indexExtents_[var.name()] = H::cast<int32_t>(eval(ext, env));
 }
@@ -278,23 +277,10 @@ void Lowerer::bindIndices(ArrayRef<H::Var> vars, ValueRange extents, Env &env) {
 bool Lowerer::addHostGatherCheck(const H::Expr &ok, const H::Expr &i, const std::string &tensor,
                                  int dim, const H::Expr &extent) {
   // The indices `ok` uses (not sizes, which are parameters, nor names bound by its lets).
-  struct Indices : H::Internal::IRGraphVisitor {
-    std::set<std::string> names, bound;
-    using H::Internal::IRGraphVisitor::visit;
-    void visit(const H::Internal::Variable *v) override {
-      if (!v->param.defined() && !v->image.defined() && !bound.count(v->name))
-        names.insert(v->name);
-    }
-    void visit(const H::Internal::Let *l) override {
-      l->value.accept(this);
-      bound.insert(l->name);
-      l->body.accept(this);
-    }
-  } used;
-  ok.accept(&used);
-  i.accept(&used);
+  std::set<std::string> used = freeVars(ok, false);
+  used.merge(freeVars(i, false));
   std::vector<std::pair<std::string, H::Expr>> dom; // name, extent; the first varies fastest
-  for (const std::string &n : used.names) {
+  for (const std::string &n : used) {
     auto it = indexExtents_.find(n);
     if (it == indexExtents_.end())
       return false;
@@ -380,6 +366,7 @@ Operation *Lowerer::enclosingDefinition(Operation *op) {
 
 // --- definitions ---------------------------------------------------------------------------
 void Lowerer::lowerDefine(attn::DefineOp op) {
+  IndexScope scope(indexExtents_, false);
   std::string name = op.getName().str();
   LoweredFunc lf;
   lf.name = lf.definition = name;
@@ -395,11 +382,9 @@ void Lowerer::lowerDefine(attn::DefineOp op) {
   // computed where their masks show keys, which a check over its whole domain would not know:
   // its gathers are not checked on the host.
   Value res = op.getResult();
-  if (!res.use_empty() && llvm::all_of(res.getUsers(), [](Operation *u) {
+  if (res.use_empty() || !llvm::all_of(res.getUsers(), [](Operation *u) {
         return isa<attn::OnlineSoftmaxOp>(u) || u->getParentOfType<attn::OnlineSoftmaxOp>();
       }))
-    indexExtents_.clear();
-  else
     bindIndices(lf.vars, op.getExtents(), env);
   Value y = cast<attn::YieldOp>(body.getTerminator()).getValues()[0];
   std::vector<H::Expr> args = reversed(toExprs(lf.vars));

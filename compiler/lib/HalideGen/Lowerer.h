@@ -38,22 +38,6 @@ using Env = llvm::DenseMap<Value, H::Expr>;
 
 template <typename T> std::vector<T> reversed(std::vector<T> v) { return {v.rbegin(), v.rend()}; }
 
-// Whether an index reads a tensor (a gather such as `q(m(i))`): Halide cannot bound such an
-// access from the loop ranges.
-inline bool readsData(const H::Expr &e) {
-  struct Finder : H::Internal::IRVisitor {
-    bool found = false;
-    using H::Internal::IRVisitor::visit;
-    void visit(const H::Internal::Call *op) override {
-      if (op->call_type == H::Internal::Call::Image || op->call_type == H::Internal::Call::Halide)
-        found = true;
-      H::Internal::IRVisitor::visit(op);
-    }
-  } f;
-  e.accept(&f);
-  return f.found;
-}
-
 inline std::vector<H::Expr> toExprs(const std::vector<H::Var> &vars) {
   return {vars.begin(), vars.end()};
 }
@@ -77,6 +61,19 @@ private:
   // The extent of each index by its Halide name (definitions' and softmaxes' variables, as their
   // bodies are lowered; reduction variables), for the domains of host gather checks.
   std::map<std::string, H::Expr> indexExtents_;
+  // indexExtents_ for one body being lowered: a definition's own (`inherit` false: the map starts
+  // empty) or a nested reduction's (the enclosing ones and its own); the enclosing body's map
+  // comes back when the body is done.
+  struct IndexScope {
+    std::map<std::string, H::Expr> &live, saved;
+    IndexScope(std::map<std::string, H::Expr> &m, bool inherit) : live(m), saved(m) {
+      if (!inherit)
+        live.clear();
+    }
+    ~IndexScope() { live = std::move(saved); }
+    IndexScope(const IndexScope &) = delete;
+    IndexScope &operator=(const IndexScope &) = delete;
+  };
   // A gather of input `tensor` at index `i` in DSL dimension `dim` of extent `extent`, valid
   // where `ok` holds, checked by Funcs `gather__<n>` (the first point, in the order of its
   // indices, where `ok` fails) and `gather__<n>__check` (a data check). False when `ok` uses

@@ -132,7 +132,7 @@ static void guardTableReads(const H::Expr &score, const std::string &key, const 
 void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   // Its tiles' indices have no extents for host gather checks: such a gather is checked where it
   // is read (CPU targets) or refused (GPU targets, which do not fuse softmaxes by default).
-  indexExtents_.clear();
+  IndexScope scope(indexExtents_, false);
   const std::string name = op.getName().str();
   const bool weights = op.getUnnormalized();
   const int T = (int)op.getTile();

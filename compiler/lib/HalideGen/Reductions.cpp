@@ -154,7 +154,8 @@ H::Expr Lowerer::lowerNestedReduce(attn::ReduceOp op, Env &env) {
   std::vector<H::Expr> callArgs;
   // The helper's variables stand for the enclosing indices, and take their extents (for host
   // gather checks) while its body is lowered.
-  std::map<std::string, H::Expr> outerExtents = indexExtents_;
+  IndexScope scope(indexExtents_, true);
+  const std::map<std::string, H::Expr> &outerExtents = scope.saved;
   for (BlockArgument ba : captured) {
     lf.varNames.push_back(indexName(ba));
     lf.vars.emplace_back(lf.varNames.back());
@@ -179,7 +180,6 @@ H::Expr Lowerer::lowerNestedReduce(attn::ReduceOp op, Env &env) {
       castTo(op.getType(),
              eval(cast<attn::YieldOp>(op.getBody().front().getTerminator()).getValues()[0], inner)),
       r);
-  indexExtents_ = std::move(outerExtents);
   std::vector<H::Expr> args = reversed(toExprs(lf.vars));
   lf.func(args) = initValue(op.getKind(), v.type());
   lf.func(args) = combine(op.getKind(), lf.func(args), v);

@@ -32,24 +32,6 @@ bool isRequirement(const HI::AssertStmt *a) {
   return f.found;
 }
 
-std::set<std::string> freeVars(const H::Expr &e) {
-  struct Vars : HI::IRGraphVisitor {
-    std::set<std::string> names, bound;
-    using HI::IRGraphVisitor::visit;
-    void visit(const HI::Variable *v) override {
-      if (!bound.count(v->name))
-        names.insert(v->name);
-    }
-    void visit(const HI::Let *l) override {
-      l->value.accept(this);
-      bound.insert(l->name);
-      l->body.accept(this);
-    }
-  } v;
-  e.accept(&v);
-  return v.names;
-}
-
 // The statement after `s` in the chain of definitions and checks that starts the body (a
 // LetStmt's body, or the rest of a Block that begins with a check), or null at its end.
 HI::Stmt nextInChain(const HI::Stmt &s, std::string *defines) {

@@ -12,6 +12,7 @@ void Lowerer::lowerSoftmax(attn::SoftmaxOp op) {
   Env env;
   for (auto [arg, var] : llvm::zip(body.getArguments(), vars))
     env[arg] = var;
+  IndexScope scope(indexExtents_, false);
   bindIndices(vars, op.getExtents(), env);
   auto yield = cast<attn::YieldOp>(body.getTerminator());
   bool masked = yield.getValues().size() == 2;
