@@ -22,6 +22,7 @@ void benchSigmoid(const Options &o, std::vector<CaseResult> *out);
 void benchSlidingWindow(const Options &o, std::vector<CaseResult> *out);
 void benchSoftcapSlidingWindow(const Options &o, std::vector<CaseResult> *out);
 void benchRotary(const Options &o, std::vector<CaseResult> *out);
+void benchSinks(const Options &o, std::vector<CaseResult> *out);
 void benchDiffAttention(const Options &o, std::vector<CaseResult> *out);
 void benchPagedDecode(const Options &o, std::vector<CaseResult> *out);
 void benchLinearAttention(const Options &o, std::vector<CaseResult> *out);
@@ -44,6 +45,7 @@ inline const std::vector<Variant> &variants() {
       {"sliding_window", benchSlidingWindow},
       {"softcap_sliding_window", benchSoftcapSlidingWindow},
       {"rotary_attention", benchRotary},
+      {"sink_attention", benchSinks},
       {"diff_attention", benchDiffAttention},
       {"linear_attention", benchLinearAttention},
       {"msda", benchMsda},

@@ -1,5 +1,5 @@
 // attn-bench entries of the dense family: sdpa, causal_attention, padding_mask, varlen_attention,
-// paged_decode, mhsa, sigmoid_attention, the sliding windows (Mistral's, Gemma 2's soft-capped one), rotary,
+// paged_decode, mhsa, sigmoid_attention, sink_attention, the sliding windows (Mistral's, Gemma 2's soft-capped one), rotary,
 // differential and linear attention.
 #include "entries.h"
 
@@ -16,6 +16,7 @@
 #include "bench_sdpa_none.attnc.h"
 #include "bench_sigmoid_attention.attnc.h"
 #include "bench_sigmoid_attention_unfused.attnc.h"
+#include "bench_sink_attention.attnc.h"
 #include "bench_sliding_window.attnc.h"
 #include "bench_softcap_sliding_window.attnc.h"
 #include "bench_varlen_attention.attnc.h"
@@ -600,6 +601,52 @@ void benchRotary(const Options &o, std::vector<CaseResult> *out) {
           causalRow(p, i, v + base * D, D, 1.0, acc);
           for (int d = 0; d < D; ++d)
             out[(base + i) * D + d] = (float)acc[d];
+        }
+      return out;
+    };
+    out->push_back(runCase(c, o));
+  }
+}
+
+// Attention sinks (gpt-oss): causal attention with one extra logit per head in each row's
+// denominator, the same 2*B*H*N*(N+1)*D as causal_attention (the sink is O(N) per head). The
+// causal kernel runs in turns with it: the sink costs one rescale per row after its last tile.
+void benchSinks(const Options &o, std::vector<CaseResult> *out) {
+  for (const AttnShape &s : attnShapes(o)) {
+    Case c = attnCase("sink_attention", s, 90);
+    std::vector<float> sinks(s.H);
+    for (int h = 0; h < s.H; ++h)
+      sinks[h] = (float)(0.5 * h - 1.0); // gpt-oss's learned sinks are of the scores' order
+    c.inputs.push_back(Tensor{{s.H}, sinks, {}});
+    c.bytes += 4.0 * s.H;
+    c.flopFormula = "2*B*H*N*(N+1)*D";
+    c.flops = 2.0 * s.B * s.H * (double)s.N * (s.N + 1) * s.D;
+    c.kernel = &attnc_kernels::bench_sink_attention();
+    c.unmasked = &attnc_kernels::bench_causal_attention(), c.unmaskedName = "causal_attention";
+    c.unmaskedInputs = 3;
+    c.reference = [&c, s] {
+      const float *q = c.inputs[0].fp(), *k = c.inputs[1].fp(), *v = c.inputs[2].fp(),
+                  *sk = c.inputs[3].fp();
+      const int D = s.D;
+      std::vector<float> out((size_t)s.B * s.H * s.N * D);
+      std::vector<double> p(s.N), acc(D);
+      for (int bh = 0; bh < s.B * s.H; ++bh)
+        for (int i = 0; i < s.N; ++i) {
+          const size_t base = (size_t)bh * s.N;
+          const double sink = sk[bh % s.H];
+          double m = sink, sum = 0;
+          for (int j = 0; j <= i; ++j)
+            m = std::max(m, p[j] = dot(&q[(base + i) * D], &k[(base + j) * D], D) /
+                                   std::sqrt((double)D));
+          std::fill(acc.begin(), acc.end(), 0.0);
+          for (int j = 0; j <= i; ++j) {
+            p[j] = std::exp(p[j] - m), sum += p[j];
+            for (int d = 0; d < D; ++d)
+              acc[d] += p[j] * v[(base + j) * D + d];
+          }
+          sum += std::exp(sink - m);
+          for (int d = 0; d < D; ++d)
+            out[(base + i) * D + d] = (float)(acc[d] / sum);
         }
       return out;
     };

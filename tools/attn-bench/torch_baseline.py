@@ -71,6 +71,15 @@ def rotary_attention(q, k, v, cos_t, sin_t):
                                           k * cos_t + rotate_half(k) * sin_t, v, is_causal=True)
 
 
+def sink_attention(q, k, v, sinks):
+    # gpt-oss's sdpa: the sink as an extra column of each row's causal scores, dropped after the softmax.
+    B, H, n, D = q.shape
+    s = (q @ k.transpose(-1, -2)) / math.sqrt(D)
+    s = s.masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf"))
+    s = torch.cat([s, sinks.view(1, H, 1, 1).expand(B, H, n, 1)], dim=-1)
+    return torch.softmax(s, dim=-1)[..., :-1] @ v
+
+
 def diff_attention(q1, k1, q2, k2, v, lam, g, lambda_init=0.8, eps=1e-5):
     # The paper's MultiheadDiffAttn after its projections: both maps' causal softmaxes, their
     # difference with lambda times v, the head's RMSNorm (subln) and 1 - lambda_init.
@@ -264,7 +273,7 @@ def swin_attention(q, k, v, table, ws, shift):
     return o
 
 
-ENTRIES = {f.__name__: f for f in (sdpa, causal_attention, padding_mask, varlen_attention, paged_decode, mhsa, sigmoid_attention, sliding_window, softcap_sliding_window, rotary_attention, diff_attention, linear_attention, msda, ms_deform_attn_core, deform_attn, dat_attn, swin_attention)}
+ENTRIES = {f.__name__: f for f in (sdpa, causal_attention, padding_mask, varlen_attention, paged_decode, mhsa, sigmoid_attention, sliding_window, softcap_sliding_window, rotary_attention, sink_attention, diff_attention, linear_attention, msda, ms_deform_attn_core, deform_attn, dat_attn, swin_attention)}
 
 
 def main():
