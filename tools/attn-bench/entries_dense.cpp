@@ -543,6 +543,15 @@ void causalRow(std::vector<double> &p, int i, const float *v, int e, double fact
       acc[d] += factor * p[j] / sum * v[(size_t)j * e + d];
 }
 
+// A causal variant's work, the causal pairs' two contractions (2*B*H*N*(N+1)*D, as
+// causal_attention counts them), and causal_attention on its q, k, v timed in turns with it.
+void againstCausal(Case &c, const AttnShape &s) {
+  c.flopFormula = "2*B*H*N*(N+1)*D";
+  c.flops = 2.0 * s.B * s.H * (double)s.N * (s.N + 1) * s.D;
+  c.unmasked = &attnc_kernels::bench_causal_attention(), c.unmaskedName = "causal_attention";
+  c.unmaskedInputs = 3;
+}
+
 double dot(const float *a, const float *b, int n) {
   double s = 0;
   for (int d = 0; d < n; ++d)
@@ -567,11 +576,8 @@ void benchRotary(const Options &o, std::vector<CaseResult> *out) {
     c.inputs.push_back(Tensor{{s.N, s.D}, cs, {}});
     c.inputs.push_back(Tensor{{s.N, s.D}, sn, {}});
     c.bytes += 8.0 * s.N * s.D;
-    c.flopFormula = "2*B*H*N*(N+1)*D";
-    c.flops = 2.0 * s.B * s.H * (double)s.N * (s.N + 1) * s.D;
     c.kernel = &attnc_kernels::bench_rotary_attention();
-    c.unmasked = &attnc_kernels::bench_causal_attention(), c.unmaskedName = "causal_attention";
-    c.unmaskedInputs = 3;
+    againstCausal(c, s);
     c.reference = [&c, s] {
       const float *q = c.inputs[0].fp(), *k = c.inputs[1].fp(), *v = c.inputs[2].fp(),
                   *cs = c.inputs[3].fp(), *sn = c.inputs[4].fp();
@@ -619,11 +625,8 @@ void benchSinks(const Options &o, std::vector<CaseResult> *out) {
       sinks[h] = (float)(0.5 * h - 1.0); // gpt-oss's learned sinks are of the scores' order
     c.inputs.push_back(Tensor{{s.H}, sinks, {}});
     c.bytes += 4.0 * s.H;
-    c.flopFormula = "2*B*H*N*(N+1)*D";
-    c.flops = 2.0 * s.B * s.H * (double)s.N * (s.N + 1) * s.D;
     c.kernel = &attnc_kernels::bench_sink_attention();
-    c.unmasked = &attnc_kernels::bench_causal_attention(), c.unmaskedName = "causal_attention";
-    c.unmaskedInputs = 3;
+    againstCausal(c, s);
     c.reference = [&c, s] {
       const float *q = c.inputs[0].fp(), *k = c.inputs[1].fp(), *v = c.inputs[2].fp(),
                   *sk = c.inputs[3].fp();
