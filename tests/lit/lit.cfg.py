@@ -15,6 +15,7 @@ config.environment["PATH"] = path
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%variants", os.path.join(config.attnc_src_root, "dsl", "variants")))
 config.substitutions.append(("%attnc_std", os.path.join(config.attnc_src_root, "dsl", "std")))
+config.substitutions.append(("%examples", os.path.join(config.attnc_src_root, "examples")))
 for tool in ["attnc", "attn-opt", "attn-run", "attn-tune", "FileCheck", "not", "count"]:
     d = config.attnc_tools_dir if tool.startswith("attn") else config.llvm_tools_dir
     if not os.path.exists(os.path.join(d, tool)):
