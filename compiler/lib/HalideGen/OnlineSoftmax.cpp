@@ -314,8 +314,18 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     for (size_t i = 0; i < vars.size(); ++i)
       venv[vb.getArgument(i)] = vars[i];
     venv[vb.getArgument(vars.size())] = keyAt(kt, rp);
+    // Under key ranges a value is read only where its key is inside the visible range: a tile
+    // outside it (or a row with no visible key, whose clamp has no key to land on) must not fail
+    // a table lookup's check. KeyRangeLoops.cpp drops such tiles, but whether a call succeeds
+    // must not depend on it (the scores' reads are relaxed the same way, guardTableReads).
+    H::Expr savedGuard = readGuard_;
+    if (keyFloor.defined()) {
+      H::Expr inRange = slotKey(kt, rp) >= keyFloor && slotKey(kt, rp) < keyCeil;
+      readGuard_ = readGuard_.defined() ? readGuard_ && inRange : inRange;
+    }
     H::Expr value =
         H::cast<float>(eval(cast<attn::YieldOp>(vb.getTerminator()).getValues()[0], venv));
+    readGuard_ = savedGuard;
     std::vector<H::Expr> tpvArgs = withKey(vars, kt);
     H::Expr weighted = c.texp.func(texpArgs(rp, kt)) * value;
     if (!full) {
