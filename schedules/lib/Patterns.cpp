@@ -474,7 +474,11 @@ std::optional<WindowPattern> findWindow(const LoweredKernel &k) {
     for (bool grew = score != nullptr; grew;) {
       grew = false;
       for (const LoweredFunc &f : k.funcs) {
-        if (isDef(&f) || f.isOutput || f.varNames != score->varNames || f.definition == p->name)
+        // The same indices, in any order (a contraction's follow their first use).
+        std::vector<std::string> a = f.varNames, b = score->varNames;
+        std::sort(a.begin(), a.end());
+        std::sort(b.begin(), b.end());
+        if (isDef(&f) || f.isOutput || a != b || f.definition == p->name)
           continue;
         bool readByScore = false, readElsewhere = false;
         for (const LoweredFunc &g : k.funcs) {

@@ -56,6 +56,12 @@ struct LoweredFunc {
   // predicate, from which Halide derives loop bounds that depend on the outer indices.
   bool maskBounded = false;
   bool isOutput = false;
+  // A definition's index extents, DSL order (empty for generated parts): what a rule may ask of
+  // an index the Func's consumers do not bound by a constant (a window's 49 positions).
+  std::vector<Halide::Expr> extents;
+  // A copy of an input at computed subscripts that attn-gather-reads made its own definition
+  // (attn.gather): inlined where it is read unless a rule places it.
+  bool gather = false;
   // Names of the kernel inputs and Funcs its definitions call, so rules can find producers and
   // consumers: each once, in the order of its first call (the pure definition, then the updates;
   // in each, values, arguments, then the domain's predicate; a call's arguments before the call).

@@ -386,6 +386,9 @@ void Lowerer::lowerDefine(attn::DefineOp op) {
         return isa<attn::OnlineSoftmaxOp>(u) || u->getParentOfType<attn::OnlineSoftmaxOp>();
       }))
     bindIndices(lf.vars, op.getExtents(), env);
+  for (Value ext : op.getExtents())
+    lf.extents.push_back(H::Internal::simplify(H::cast<int32_t>(eval(ext, env))));
+  lf.gather = op->hasAttr("attn.gather");
   Value y = cast<attn::YieldOp>(body.getTerminator()).getValues()[0];
   std::vector<H::Expr> args = reversed(toExprs(lf.vars));
   auto red = y.getDefiningOp<attn::ReduceOp>();

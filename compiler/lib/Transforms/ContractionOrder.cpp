@@ -218,33 +218,6 @@ std::string indexName(Operation *holder, unsigned pos) {
   return cast<StringAttr>(names[pos]).getValue().str();
 }
 
-// A new definition over `extents` (named `names`) before `at`, whose body `build` fills from its
-// arguments and returns the yielded value.
-attn::DefineOp makeDefine(Operation *at, StringRef name, ArrayRef<Value> extents,
-                          ArrayRef<std::string> names,
-                          function_ref<Value(OpBuilder &, ValueRange)> build) {
-  OpBuilder b(at);
-  SmallVector<int64_t> shape;
-  for (Value e : extents) {
-    auto c = e.getDefiningOp<arith::ConstantIndexOp>();
-    shape.push_back(c ? c.value() : ShapedType::kDynamic);
-  }
-  SmallVector<Attribute> nameAttrs;
-  for (const std::string &n : names)
-    nameAttrs.push_back(b.getStringAttr(n));
-  auto type = RankedTensorType::get(shape, b.getF32Type());
-  auto def = b.create<attn::DefineOp>(at->getLoc(), type, b.getStringAttr(name), extents,
-                                      b.getArrayAttr(nameAttrs));
-  Block *body = new Block();
-  def.getBody().push_back(body);
-  for (size_t k = 0; k < extents.size(); ++k)
-    body->addArgument(b.getIndexType(), at->getLoc());
-  OpBuilder ib = OpBuilder::atBlockEnd(body);
-  Value v = build(ib, body->getArguments());
-  ib.create<attn::YieldOp>(at->getLoc(), ValueRange{v});
-  return def;
-}
-
 // A sum over `extent` (index `name`) built at `b` by `build` from its index.
 Value makeSum(OpBuilder &b, Location loc, Value extent, StringRef name,
               function_ref<Value(OpBuilder &, Value)> build) {

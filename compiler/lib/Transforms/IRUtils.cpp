@@ -32,6 +32,31 @@ Value materialize(Value v, Operation *scope, IRMapping &map, OpBuilder &b) {
   return c->getResult(cast<OpResult>(v).getResultNumber());
 }
 
+attn::DefineOp makeDefine(Operation *at, StringRef name, ArrayRef<Value> extents,
+                          ArrayRef<std::string> names,
+                          function_ref<Value(OpBuilder &, ValueRange)> build) {
+  OpBuilder b(at);
+  SmallVector<int64_t> shape;
+  for (Value e : extents) {
+    auto c = e.getDefiningOp<arith::ConstantIndexOp>();
+    shape.push_back(c ? c.value() : ShapedType::kDynamic);
+  }
+  SmallVector<Attribute> nameAttrs;
+  for (const std::string &n : names)
+    nameAttrs.push_back(b.getStringAttr(n));
+  auto type = RankedTensorType::get(shape, b.getF32Type());
+  auto def = b.create<attn::DefineOp>(at->getLoc(), type, b.getStringAttr(name), extents,
+                                      b.getArrayAttr(nameAttrs));
+  Block *body = new Block();
+  def.getBody().push_back(body);
+  for (size_t k = 0; k < extents.size(); ++k)
+    body->addArgument(b.getIndexType(), at->getLoc());
+  OpBuilder ib = OpBuilder::atBlockEnd(body);
+  Value v = build(ib, body->getArguments());
+  ib.create<attn::YieldOp>(at->getLoc(), ValueRange{v});
+  return def;
+}
+
 // Whether `v` is computed from a value `isTarget` accepts or in an operation `isTargetOp` accepts,
 // following operands from `v`'s definition (its nested regions included) upwards.
 static bool upstream(Value v, llvm::function_ref<bool(Value)> isTarget,

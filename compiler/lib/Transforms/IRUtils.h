@@ -2,6 +2,8 @@
 // dependence on an index.
 #pragma once
 
+#include "attnc/Dialect/AttnOps.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/IRMapping.h"
@@ -16,6 +18,13 @@ namespace attnc {
 // are. Returns `v`'s clone.
 mlir::Value materialize(mlir::Value v, mlir::Operation *scope, mlir::IRMapping &map,
                         mlir::OpBuilder &b);
+
+// A new definition over `extents` (named `names`) before `at`, whose body `build` fills from its
+// arguments and returns the yielded value (f32).
+attn::DefineOp
+makeDefine(mlir::Operation *at, llvm::StringRef name, llvm::ArrayRef<mlir::Value> extents,
+           llvm::ArrayRef<std::string> names,
+           llvm::function_ref<mlir::Value(mlir::OpBuilder &, mlir::ValueRange)> build);
 
 // Whether `v` is computed from `arg` (through its operands and the regions of nested ops).
 bool dependsOn(mlir::Value v, mlir::Value arg);

@@ -25,6 +25,8 @@ void buildPassPipeline(OpPassManager &pm, const PipelineOptions &opts) {
   // Last: it consumes the softmax bounds that attn-mask-bounds records.
   if (opts.onlineSoftmax)
     pm.addPass(createOnlineSoftmaxPass(OnlineSoftmaxPassOptions{opts.onlineTile}));
+  // After the patterns the passes above match, which read inputs where the user wrote them.
+  pm.addPass(createGatherReadsPass());
 }
 
 LogicalResult runPassPipeline(ModuleOp module, const PipelineOptions &opts) {

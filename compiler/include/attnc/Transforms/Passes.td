@@ -58,6 +58,19 @@ def SplitSumsPass : Pass<"attn-split-sums", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::arith::ArithDialect"];
 }
 
+def GatherReadsPass : Pass<"attn-gather-reads", "mlir::ModuleOp"> {
+  let summary = "Give an input read at computed subscripts inside a sum, reused across an index, "
+                "a definition of its own";
+  let description = [{
+    An `attn.read` of a kernel input (boundary "none") inside a `sum` of a top-level
+    `attn.define`, at subscripts computed from indices and sizes (not data), that depends on none
+    of some of the definition's own indices (the window's queries, for Swin's keys read at
+    `(wy * ws + j / ws + shift) % Y`), becomes a read of a new pointwise `attn.define`
+    `<def>__<input>` over the indices it uses, marked `attn.gather`. HalideGen inlines such a
+    definition unless a schedule places it (cpu-window computes it once per window).
+  }];
+}
+
 def MaskBoundsPass : Pass<"attn-mask-bounds", "mlir::ModuleOp"> {
   let summary = "Record affine bounds of softmax masks on the softmax axes and on the sums over "
                 "them";
