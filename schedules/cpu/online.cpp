@@ -432,10 +432,8 @@ public:
   std::vector<Knob> knobs(const Match &m, const LoweredKernel &k, const Target &t) const override {
     const OnlineGroups &g = std::get<OnlineGroups>(m);
     OnlineParams d = defaults(g, k);
-    const bool decode = std::any_of(g.groups.begin(), g.groups.end(),
-                                    [](const OnlinePattern &p) { return !p.rowsShareKeys; });
     std::vector<int> queryTiles =
-        decode ? std::vector<int>{1, 2, 4, 8, 16} : std::vector<int>{16, 32, 64};
+        decodeStep(g) ? std::vector<int>{1, 2, 4, 8, 16} : std::vector<int>{16, 32, 64};
     std::vector<Knob> ks = {{"online.query_tile", queryTiles, d.queryTile},
                             {"online.score_rows", {1, 2, 4}, d.scoreRows},
                             {"online.value_rows", {2, 4, 8}, d.valueRows},
@@ -472,11 +470,17 @@ private:
   // the exps x V product carries a guard: 2-row blocks keep them cheap. attn-tune, causal B1 H8
   // N2048 D64: value rows 2 33.5 ms, 4 37.6 ms (sdpa: no difference). There a query tile is one
   // group of rows (OnlineGroup::queryGroup), so that a tile's rows are all computed or all skipped.
+  // Whether a group's rows have keys of their own (a decode step): its query tiles are a few
+  // rows (kDecodeRows), not a block that shares key tiles.
+  static bool decodeStep(const OnlineGroups &g) {
+    return std::any_of(g.groups.begin(), g.groups.end(),
+                       [](const OnlinePattern &p) { return !p.rowsShareKeys; });
+  }
+
   static OnlineParams defaults(const OnlineGroups &g, const LoweredKernel &k) {
     OnlineParams d;
-    for (const OnlinePattern &p : g.groups)
-      if (!p.rowsShareKeys)
-        d.queryTile = kDecodeRows;
+    if (decodeStep(g))
+      d.queryTile = kDecodeRows;
     for (const OnlinePattern &p : g.groups)
       if (const OnlineGroup &group = k.onlineGroups[p.group]; group.grouped) {
         d.valueRows = 2;

@@ -57,6 +57,17 @@ std::optional<int64_t> batchedRows(const LoweredFunc &c) {
   return rows;
 }
 
+// The Funcs outside the window's pattern (projections), by the generic rule.
+void scheduleOutside(const WindowPattern &w, LoweredKernel &k, const Target &t,
+                     const ScheduleParams &params) {
+  auto in = [](const std::vector<FuncIndex> &v, FuncIndex f) {
+    return std::find(v.begin(), v.end(), f) != v.end();
+  };
+  for (FuncIndex f = 0; f < k.funcs.size(); ++f)
+    if (!in(w.parts, f) && !in(w.consumers, f) && !in(w.scoreDefs, f))
+      scheduleGenericFunc(k.funcs[f], t, params, &k);
+}
+
 class CpuWindowRule : public ScheduleRule {
 public:
   std::string name() const override { return "cpu-window"; }
@@ -103,13 +114,7 @@ public:
     for (auto [name, v] : kDefaults)
       params.values.emplace(name, v);
     const int vec = t.floatLanes;
-    for (FuncIndex f = 0; f < k.funcs.size(); ++f) {
-      bool part = std::find(w.parts.begin(), w.parts.end(), f) != w.parts.end();
-      bool consumer = std::find(w.consumers.begin(), w.consumers.end(), f) != w.consumers.end();
-      bool def = std::find(w.scoreDefs.begin(), w.scoreDefs.end(), f) != w.scoreDefs.end();
-      if (!part && !consumer && !def)
-        scheduleGenericFunc(k.funcs[f], t, params, &k);
-    }
+    scheduleOutside(w, k, t, params);
     LoweredFunc &c = k.funcs[w.consumers[0]];
     // The consumer: parallel over (batch, row) fused, vectorized over its innermost index.
 
@@ -202,13 +207,8 @@ private:
   void applyBatched(const WindowPattern &w, LoweredKernel &k, const Target &t,
                     const ScheduleParams &params) const {
     const int vec = t.floatLanes;
-    for (FuncIndex f = 0; f < k.funcs.size(); ++f) {
-      bool part = std::find(w.parts.begin(), w.parts.end(), f) != w.parts.end();
-      bool consumer = std::find(w.consumers.begin(), w.consumers.end(), f) != w.consumers.end();
-      bool def = std::find(w.scoreDefs.begin(), w.scoreDefs.end(), f) != w.scoreDefs.end();
-      if (!part && !consumer && !def)
-        scheduleGenericFunc(k.funcs[f], t, params, &k); // later rules below override the window's
-    }
+    // (The copies attn-gather-reads made and the probabilities are placed below.)
+    scheduleOutside(w, k, t, params);
     const int rowBlock = params.get("window.rows", 4);
     const int keyBlock = params.get("window.key_vectors", 4) * vec;
     const int valueVectors = params.get("window.value_vectors", 2);

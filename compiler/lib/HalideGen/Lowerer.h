@@ -74,6 +74,17 @@ private:
     IndexScope(const IndexScope &) = delete;
     IndexScope &operator=(const IndexScope &) = delete;
   };
+  // Narrows readGuard_ to where `cond` holds too (an undefined `cond`: unchanged) while it lives.
+  struct GuardScope {
+    H::Expr &live, saved;
+    GuardScope(H::Expr &g, const H::Expr &cond) : live(g), saved(g) {
+      if (cond.defined())
+        live = live.defined() ? live && cond : cond;
+    }
+    ~GuardScope() { live = std::move(saved); }
+    GuardScope(const GuardScope &) = delete;
+    GuardScope &operator=(const GuardScope &) = delete;
+  };
   // A gather of input `tensor` at index `i` in DSL dimension `dim` of extent `extent`, valid
   // where `ok` holds, checked by Funcs `gather__<n>` (the first point, in the order of its
   // indices, where `ok` fails) and `gather__<n>__check` (a data check). False when `ok` uses

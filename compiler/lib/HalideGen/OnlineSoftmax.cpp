@@ -45,14 +45,16 @@ static bool gathersThroughTables(Region &r, int depth = 0) {
 }
 
 // The definitions a masked chain's score reads compute whole tiles of keys (Halide bounds the
-// clamped slots loosely, by the whole tile), so a key past the visible range is still computed
-// there, and its table lookup (a page id of -1) would stop the kernel as an out-of-range read.
-// Each such read's check is relaxed to keys inside the visible range [floor, ceil): outside it
-// the read stays clamped into the tensor (memory-safe) and its result is never used, since the
-// chain counts only slots inside the range. Follows the calls from `e`, naming the key in each
-// callee as the callee's own index at the key's position.
-static void guardTableReadsIn(const H::Expr &e, const std::string &key, const H::Expr &floor,
-                              const H::Expr &ceil, std::set<std::string> &done, int depth) {
+// clamped slots loosely, by the whole tile), so a key past the visible range, or one the mask
+// hides inside it, is still computed there, and its table lookup (a page id of -1) would stop the
+// kernel as an out-of-range read. Each such read's check is relaxed to where `visible` holds (the
+// key inside the visible range [floor, ceil), and the mask): elsewhere the read stays clamped
+// into the tensor (memory-safe) and its result is never used, since the chain counts only
+// visible slots. Follows the calls from `e`, `visible` renamed in each callee to the callee's own
+// indices, where the caller passes them as plain indices (the key among them), or the callee is
+// left alone.
+static void guardTableReadsIn(const H::Expr &e, const std::string &key, const H::Expr &visible,
+                              std::set<std::string> &done, int depth) {
   if (depth > 8)
     return;
   struct Calls : H::Internal::IRGraphVisitor {
@@ -67,9 +69,6 @@ static void guardTableReadsIn(const H::Expr &e, const std::string &key, const H:
   e.accept(&calls);
   for (const H::Internal::Call *c : calls.found) {
     H::Internal::Function f(c->func);
-    // The callee's index names for the caller's, by position where the caller passes a plain
-    // index (the key among them); floor and ceil renamed to them, or the callee is left alone
-    // when they read an index the call does not pass as such.
     std::string innerKey;
     const std::vector<std::string> &args = f.args();
     std::map<std::string, H::Expr> rename;
@@ -81,7 +80,7 @@ static void guardTableReadsIn(const H::Expr &e, const std::string &key, const H:
       }
     if (innerKey.empty() || done.count(f.name()))
       continue;
-    H::Expr fl = H::Internal::substitute(rename, floor), ce = H::Internal::substitute(rename, ceil);
+    H::Expr inner = H::Internal::substitute(rename, visible);
     struct Free : H::Internal::IRGraphVisitor {
       const std::vector<std::string> &args;
       bool bound = true;
@@ -92,12 +91,10 @@ static void guardTableReadsIn(const H::Expr &e, const std::string &key, const H:
                           std::find(args.begin(), args.end(), v->name) != args.end());
       }
     } free(args);
-    fl.accept(&free), ce.accept(&free);
+    inner.accept(&free);
     if (!free.bound)
       continue;
     done.insert(f.name());
-    H::Expr k = H::Internal::Variable::make(H::Int(32), innerKey);
-    H::Expr visible = k >= fl && k < ce;
     struct Relax : H::Internal::IRMutator {
       H::Expr visible;
       using H::Internal::IRMutator::visit;
@@ -109,24 +106,23 @@ static void guardTableReadsIn(const H::Expr &e, const std::string &key, const H:
         return H::Internal::Call::make(c->type, c->name, a, c->call_type);
       }
     } relax;
-    relax.visible = visible;
+    relax.visible = inner;
     // Only the score attn-online-softmax took out of the softmax (`<p>__logits` and the sums
     // inside it): no other Func reads those, so no read outside the chain loses its check. A
     // score definition the user wrote keeps its checks (another output may read it).
     if (f.name().find("__logits") != std::string::npos)
       f.mutate(&relax);
     for (const H::Expr &v : f.values())
-      guardTableReadsIn(v, innerKey, fl, ce, done, depth + 1);
+      guardTableReadsIn(v, innerKey, inner, done, depth + 1);
     for (const H::Internal::Definition &u : f.updates())
       for (const H::Expr &v : u.values())
-        guardTableReadsIn(v, innerKey, fl, ce, done, depth + 1);
+        guardTableReadsIn(v, innerKey, inner, done, depth + 1);
   }
 }
 
-static void guardTableReads(const H::Expr &score, const std::string &key, const H::Expr &floor,
-                            const H::Expr &ceil) {
+static void guardTableReads(const H::Expr &score, const std::string &key, const H::Expr &visible) {
   std::set<std::string> done;
-  guardTableReadsIn(score, key, floor, ceil, done, 0);
+  guardTableReadsIn(score, key, visible, done, 0);
 }
 
 void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
@@ -209,9 +205,18 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     Env senv;
     for (auto [arg, var] : llvm::zip(sb.getArguments(), svars))
       senv[arg] = var;
-    H::Expr sv = H::cast<float>(eval(sy.getValues()[0], senv));
+    // The mask first: a masked chain checks a score's table reads only where its key is visible
+    // (a hole in a paged cache, `pages(b, j / S) >= 0`), as Softmax.cpp does.
+    H::Expr mask;
     if (masked && sy.getValues().size() == 2)
-      sv = H::select(eval(sy.getValues()[1], senv), sv, weights ? H::Expr(0.0f) : lo);
+      mask = eval(sy.getValues()[1], senv);
+    H::Expr sv;
+    {
+      GuardScope guard(readGuard_, mask);
+      sv = H::cast<float>(eval(sy.getValues()[0], senv));
+    }
+    if (mask.defined())
+      sv = H::select(mask, sv, weights ? H::Expr(0.0f) : lo);
     score.func(scoreArgs(key)) = sv;
     return score;
   };
@@ -238,7 +243,8 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   // table (a paged cache's page ids), a masked chain's slots are kept inside the visible keys:
   // a slot past them (the end of the last partly visible tile) reads the last visible key, which
   // its mask then discards, instead of a key whose table entry may be invalid (-1 behind a length
-  // mask). Keys the mask hides inside the range are still read.
+  // mask). A key the mask hides inside the range is read, but its table entries are not looked
+  // up: the reads' checks are guarded by the mask (Lowerer::readGuard_).
   H::Expr keyFloor, keyCeil; // the first visible key and one past the last, per row
   auto makeChain = [&](const std::string &sfx, bool full) {
     Chain c{scoreFunc("score" + sfx, !full),
@@ -314,31 +320,37 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     for (size_t i = 0; i < vars.size(); ++i)
       venv[vb.getArgument(i)] = vars[i];
     venv[vb.getArgument(vars.size())] = keyAt(kt, rp);
-    // Under key ranges a value is read only where its key is inside the visible range: a tile
-    // outside it (or a row with no visible key, whose clamp has no key to land on) must not fail
-    // a table lookup's check. KeyRangeLoops.cpp drops such tiles, but whether a call succeeds
-    // must not depend on it (the scores' reads are relaxed the same way, guardTableReads).
-    H::Expr savedGuard = readGuard_;
-    if (keyFloor.defined()) {
-      H::Expr inRange = slotKey(kt, rp) >= keyFloor && slotKey(kt, rp) < keyCeil;
-      readGuard_ = readGuard_.defined() ? readGuard_ && inRange : inRange;
-    }
-    H::Expr value =
-        H::cast<float>(eval(cast<attn::YieldOp>(vb.getTerminator()).getValues()[0], venv));
-    readGuard_ = savedGuard;
-    std::vector<H::Expr> tpvArgs = withKey(vars, kt);
-    H::Expr weighted = c.texp.func(texpArgs(rp, kt)) * value;
+    // A slot another tile counts, or a key the mask hides from this row, is never read: its
+    // exp is 0, but 0 times an inf or NaN value would be NaN (docs/language.md, "Structural
+    // zeros"). Full tiles have neither.
+    H::Expr slotOk;
     if (!full) {
-      // A slot another tile counts, or a key the mask hides from this row, is never read: its
-      // exp is 0, but 0 times an inf or NaN value would be NaN (docs/language.md, "Structural
-      // zeros"). Full tiles have neither.
-      H::Expr slotOk = slotCounts(kt, rp);
+      slotOk = slotCounts(kt, rp);
       if (sy.getValues().size() == 2) {
         Env menv;
         for (size_t k = 0; k < rowsMap.size(); ++k)
           menv[sb.getArgument(k)] = rowsMap[k] < 0 ? keyAt(kt, rp) : H::Expr(vars[rowsMap[k]]);
         slotOk = slotOk && eval(sy.getValues()[1], menv);
       }
+    }
+    // Under key ranges a value is read only where its key is inside the visible range: a tile
+    // outside it (or a row with no visible key, whose clamp has no key to land on) must not fail
+    // a table lookup's check. KeyRangeLoops.cpp drops such tiles, but whether a call succeeds
+    // must not depend on it (the scores' reads are relaxed the same way, guardTableReads). In a
+    // masked chain, only where the slot counts and the mask shows its key, too (a hole).
+    H::Expr where = slotOk;
+    if (keyFloor.defined()) {
+      H::Expr inRange = slotKey(kt, rp) >= keyFloor && slotKey(kt, rp) < keyCeil;
+      where = where.defined() ? inRange && where : inRange;
+    }
+    H::Expr value;
+    {
+      GuardScope guard(readGuard_, where);
+      value = H::cast<float>(eval(cast<attn::YieldOp>(vb.getTerminator()).getValues()[0], venv));
+    }
+    std::vector<H::Expr> tpvArgs = withKey(vars, kt);
+    H::Expr weighted = c.texp.func(texpArgs(rp, kt)) * value;
+    if (!full) {
       // `|| exp < 0` is never true (an exp times a positive scale is >= 0 or NaN); it hides the
       // mask from Halide's (21) trimming of loops to where an update is not a no-op, which has
       // lost keys twice: it solved `j == i` for the tile loop and, hoisting the bound out of the
@@ -648,8 +660,22 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   if (split)
     chains.push_back(makeChain("_full", true));
   chains.push_back(makeChain("", false));
-  if (keyFloor.defined())
-    guardTableReads(chains.back().score.func.value(), keyName, keyFloor, keyCeil);
+  {
+    // Where the masked chain's score may look up tables: inside the visible range, where the
+    // mask shows the key.
+    H::Expr visible;
+    if (keyFloor.defined())
+      visible = H::Expr(key) >= keyFloor && H::Expr(key) < keyCeil;
+    if (sy.getValues().size() == 2) {
+      Env menv;
+      for (auto [arg, var] : llvm::zip(sb.getArguments(), svars))
+        menv[arg] = var;
+      H::Expr mask = eval(sy.getValues()[1], menv);
+      visible = visible.defined() ? visible && mask : mask;
+    }
+    if (visible.defined())
+      guardTableReads(chains.back().score.func.value(), keyName, visible);
+  }
   for (Chain &c : chains) {
     std::vector<H::Internal::ReductionVariable> rtv{
         {state.name + "$" + tileName + (c.full ? "_full" : ""), H::Expr(0), (Nk + T - 1) / T}};

@@ -186,11 +186,8 @@ std::optional<Lowerer::ReadParts> Lowerer::structural(Value v, Env &env) {
     if (!a && !b)
       return std::nullopt;
     auto plain = [&](Value x, const H::Expr &where) {
-      H::Expr saved = readGuard_;
-      readGuard_ = both(saved, where);
-      H::Expr v = eval(x, env);
-      readGuard_ = saved;
-      return ReadParts{v, H::Expr()};
+      GuardScope guard(readGuard_, where);
+      return ReadParts{eval(x, env), H::Expr()};
     };
     ReadParts pa = a ? *a : plain(op->getOperand(0), b->inRange);
     ReadParts pb = b ? *b : plain(op->getOperand(1), pa.inRange);

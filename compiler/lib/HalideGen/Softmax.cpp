@@ -39,10 +39,11 @@ void Lowerer::lowerSoftmax(attn::SoftmaxOp op) {
   score.vars = vars;
   // The mask first: the score's reads count only where it holds (Lowerer::readGuard_).
   H::Expr keep = masked ? eval(yield.getValues()[1], env) : H::Expr();
-  H::Expr saved = readGuard_;
-  readGuard_ = keep;
-  H::Expr s = H::cast<float>(eval(yield.getValues()[0], env));
-  readGuard_ = saved;
+  H::Expr s;
+  {
+    GuardScope guard(readGuard_, keep);
+    s = H::cast<float>(eval(yield.getValues()[0], env));
+  }
   if (masked)
     s = H::select(keep, s, H::Float(32).min());
   score.func(all) = s;
