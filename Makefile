@@ -68,13 +68,14 @@ ptx-report: build
 
 # --- hardening (README "Hardening") ----------------------------------------------------------
 # Both builds get their own directory and the same dependencies as $(BUILD); asserts stay on
-# (no NDEBUG) and -g1 gives sanitizer reports file:line.
+# (no NDEBUG) and -g1 gives sanitizer reports file:line. No PyTorch operators (ATTNC_TORCH=OFF):
+# their modules load into PyTorch's uninstrumented Python, which a sanitized module cannot join.
 HARDEN_CMAKE_ARGS = -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
   -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
   -DMLIR_DIR=$(LLVM_PREFIX)/lib/cmake/mlir -DLLVM_DIR=$(LLVM_PREFIX)/lib/cmake/llvm \
   -DHalide_DIR=$(HALIDE_DIR) -DLLVM_EXTERNAL_LIT=$(LLVM_PREFIX)/build/utils/lit/lit.py \
-  -DPython3_EXECUTABLE=$(VENV)/bin/python
+  -DPython3_EXECUTABLE=$(VENV)/bin/python -DATTNC_TORCH=OFF
 SANITIZERS = address,undefined,float-cast-overflow
 # Instrumented frames are many times larger: the deepest expression the parser admits (tree
 # height 2000) needs about 1 MB of stack in $(BUILD) but 16-32 MB under ASan, so sanitized runs

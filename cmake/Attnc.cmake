@@ -10,23 +10,33 @@
 #                                                     # the tuning database's size bucket
 #                     [SAMPLE_ORDER auto|sample-first|project-first]
 #                     [ONLINE_SOFTMAX auto|on|off]    # attn-online-softmax (auto: on for CPU targets)
-#                     [TUNING_DB <path>|none])        # attn-tune's database (default: attnc-tuning.json
+#                     [TUNING_DB <path>|none]         # attn-tune's database (default: attnc-tuning.json
 #                                                     # beside the source, when present; docs/tuning.md)
+#                     [TORCH])                        # also a PyTorch operator module (below)
 #
 # Produces an INTERFACE target <name> that links <name>.a (the kernel), the Halide runtime for its
 # target (one library per target, attnc_halide_runtime_<target>, shared by every kernel built for
 # that target) and the attnc runtime, and puts <name>.h (Halide's C API) and <name>.attnc.h (the runtime descriptor,
 # `attnc_kernels::<function>()`) on the include path.
+#
+# With TORCH (and PyTorch found by the build, ATTNC_TORCH), also a shared module <name>_torch,
+# <build>/attnc/<name>/<name>_torch.so, that registers the kernel as torch.ops.attnc.<function>
+# when loaded (`attnc.load(path)` or `torch.ops.load_library(path)`; runtime/torch/module.cpp).
 find_package(Threads REQUIRED)
 
 # The compiler and the runtime library: this project's own targets in its build tree, the
 # imported attnc::attnc and attnc::runtime when used through find_package(attnc).
+# The PyTorch operator library: attnc::torch where the installed attnc was built with PyTorch
+# (attncConfig.cmake also sets ATTNC_TORCH_MODULE_SOURCE and ATTNC_TORCH_LIBDIR), attnc_torch here.
 if(TARGET attnc::attnc)
   set(_ATTNC_COMPILER attnc::attnc)
   set(_ATTNC_RUNTIME attnc::runtime)
+  set(_ATTNC_TORCH attnc::torch)
 else()
   set(_ATTNC_COMPILER attnc)
   set(_ATTNC_RUNTIME attnc_runtime)
+  set(_ATTNC_TORCH attnc_torch)
+  set(ATTNC_TORCH_MODULE_SOURCE "${CMAKE_CURRENT_LIST_DIR}/../runtime/torch/module.cpp")
   # ATTNC_PREBUILT_KERNELS: another build directory of this same source tree, already built, whose
   # kernels (and Halide runtimes) this build copies instead of compiling. `make test-asan` gives it
   # the release build: the code Halide generates is never instrumented, so the kernels are the same
@@ -90,7 +100,7 @@ function(attnc_add_library name)
   # Kept so that a build of the same kernel for another target can be derived (attnc_add_twin).
   set_property(GLOBAL PROPERTY _ATTNC_LIBRARY_ARGS_${name} "${ARGN}")
   set_property(GLOBAL APPEND PROPERTY _ATTNC_ALL_LIBRARIES ${name})
-  cmake_parse_arguments(ARG "" "SOURCE;KERNEL;FUNCTION_NAME;SCHEDULE;SAMPLE_ORDER;ONLINE_SOFTMAX;TUNING_DB" "TARGETS;DEFINES;SIZES" ${ARGN})
+  cmake_parse_arguments(ARG "TORCH" "SOURCE;KERNEL;FUNCTION_NAME;SCHEDULE;SAMPLE_ORDER;ONLINE_SOFTMAX;TUNING_DB" "TARGETS;DEFINES;SIZES" ${ARGN})
   if(NOT ARG_SOURCE)
     message(FATAL_ERROR "attnc_add_library(${name}): SOURCE is required")
   endif()
@@ -158,6 +168,31 @@ function(attnc_add_library name)
   _attnc_halide_runtime(${ARG_TARGETS} halide_rt)
   # attnc_runtime first: its halide_error replaces the Halide runtime's (weak) one.
   target_link_libraries(${name} INTERFACE "${prefix}.a" ${_ATTNC_RUNTIME} ${halide_rt} Threads::Threads ${CMAKE_DL_LIBS})
+  set_property(TARGET ${name} PROPERTY ATTNC_OUTPUT_DIR "${dir}")
+  if(ARG_TORCH)
+    attnc_add_torch_module(${name})
+  endif()
+endfunction()
+
+# attnc_add_torch_module(<library>): the PyTorch operator module of a library made by
+# attnc_add_library (what its TORCH option adds): <library>_torch, a shared module
+# <build>/attnc/<library>/<library>_torch.so registering the kernel as torch.ops.attnc.<function>.
+function(attnc_add_torch_module library)
+  if(NOT TARGET ${_ATTNC_TORCH})
+    message(FATAL_ERROR "attnc_add_torch_module(${library}): attnc was built without PyTorch (ATTNC_TORCH)")
+  endif()
+  get_property(dir TARGET ${library} PROPERTY ATTNC_OUTPUT_DIR)
+  if(NOT dir)
+    message(FATAL_ERROR "attnc_add_torch_module(${library}): '${library}' was not made by attnc_add_library")
+  endif()
+  add_library(${library}_torch MODULE "${ATTNC_TORCH_MODULE_SOURCE}")
+  target_compile_definitions(${library}_torch PRIVATE "ATTNC_KERNEL_HEADER=\"${library}.attnc.h\"")
+  target_link_libraries(${library}_torch PRIVATE ${library} ${_ATTNC_TORCH})
+  # The module keeps its copies of attnc's runtime and Halide's to itself (each module has its own
+  # registry), and finds PyTorch's libraries where the importing process loaded them.
+  target_link_options(${library}_torch PRIVATE "LINKER:--exclude-libs,ALL")
+  set_target_properties(${library}_torch PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY "${dir}"
+                        BUILD_RPATH "${ATTNC_TORCH_LIBDIR}")
 endfunction()
 
 # attnc_add_twin(<name> <library> TARGET <halide-target> [SUFFIX <s>]): the kernel of

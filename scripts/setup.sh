@@ -37,4 +37,23 @@ if [ ! -f "$stamp" ] || ! cmp -s "$req" "$stamp"; then
   .venv/bin/python -m pip install -q --disable-pip-version-check -r "$req"
   cp "$req" "$stamp"
 fi
+
+# PyTorch (the PyTorch entry and its tests), then the attnc package itself in editable mode: its
+# Python files are used from python/attnc, and it finds the build through build/attnc-python.json.
+# `compat` puts python/ on sys.path (a .pth file): with setuptools' default import hook, a build
+# directory's attnc/ folder (kernels) in the working directory became a namespace package that
+# hid the real one.
+req=scripts/requirements-torch.txt
+stamp=.venv/.attnc-requirements-torch
+if [ ! -f "$stamp" ] || ! cmp -s "$req" "$stamp"; then
+  echo "setup: installing $req into .venv (about 5 GB)"
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r "$req"
+  cp "$req" "$stamp"
+fi
+if ! (cd / && "$root/.venv/bin/python" -c 'import sys; sys.path.index(sys.argv[1]); import attnc; attnc.config' \
+        "$root/python" 2>/dev/null); then
+  echo "setup: installing the attnc Python package (editable) into .venv"
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
+    --config-settings editable_mode=compat -e python
+fi
 echo "setup: ok"

@@ -248,24 +248,25 @@ Status count_error(const KernelDesc &k, const char *kind, const ParamDesc *ps, i
 // are compared against them.
 Status check_view_basics(const KernelDesc &k, const char *kind, const ParamDesc &p,
                          const TensorView &v) {
-  const std::string who = std::string(kname(k)) + ": " + label(kind, p);
+  // Built only for a message: the checks run on every call, where the strings cost microseconds.
+  auto who = [&] { return std::string(kname(k)) + ": " + label(kind, p); };
   if (v.rank < 0 || v.rank > kMaxRank) {
-    return Status::Error(who + " has invalid rank " + std::to_string(v.rank) + " (must be 0.." +
+    return Status::Error(who() + " has invalid rank " + std::to_string(v.rank) + " (must be 0.." +
                          std::to_string(kMaxRank) + ")");
   }
   if (v.dtype != p.dtype) {
-    return Status::Error(who + " has dtype " + dtype_name(v.dtype) + ", expected " +
+    return Status::Error(who() + " has dtype " + dtype_name(v.dtype) + ", expected " +
                          dtype_name(p.dtype));
   }
   if (v.rank != p.rank) {
-    return Status::Error(who + " has rank " + std::to_string(v.rank) + ", expected " +
+    return Status::Error(who() + " has rank " + std::to_string(v.rank) + ", expected " +
                          std::to_string(p.rank) + " (" + dim_list(p) + ")");
   }
   for (int d = 0; d < v.rank; ++d) {
     if (v.shape[d] < 0) {
       Dim dim = dim_of(p, d);
       std::string sym = dim.literal() ? "" : " (" + std::string(p.dims[d]) + ")";
-      return Status::Error(who + " dimension " + std::to_string(d) + sym + " is " +
+      return Status::Error(who() + " dimension " + std::to_string(d) + sym + " is " +
                            std::to_string(v.shape[d]) + "; sizes must be non-negative");
     }
   }
@@ -274,7 +275,7 @@ Status check_view_basics(const KernelDesc &k, const char *kind, const ParamDesc 
   // substitutes a dummy pointer because Halide treats null host pointers as
   // bounds queries.
   if (v.data == nullptr && v.numel() != 0) {
-    return Status::Error(who + " has a null data pointer");
+    return Status::Error(who() + " has a null data pointer");
   }
   return Status::Ok();
 }
@@ -388,11 +389,12 @@ Status bind_sizes(const KernelDesc &k, const std::vector<TensorView> &inputs, Si
       return s;
     for (int d = 0; d < p.rank; ++d) {
       const Dim dim = dim_of(p, d);
-      const std::string where =
-          std::string(kname(k)) + ": input '" + pname(p) + "' dimension " + std::to_string(d);
+      auto where = [&] {
+        return std::string(kname(k)) + ": input '" + pname(p) + "' dimension " + std::to_string(d);
+      };
       if (dim.literal()) {
         if (v.shape[d] != dim.literal_value()) {
-          return Status::Error(where + " is " + std::to_string(v.shape[d]) + ", expected " +
+          return Status::Error(where() + " is " + std::to_string(v.shape[d]) + ", expected " +
                                std::to_string(dim.literal_value()));
         }
         continue;
@@ -402,7 +404,7 @@ Status bind_sizes(const KernelDesc &k, const std::vector<TensorView> &inputs, Si
         bound.emplace(dim.symbol_name(), Binding{v.shape[d], i, d});
       } else if (it->second.value != v.shape[d]) {
         const Binding &b = it->second;
-        return Status::Error(where + " (" + dim.symbol_name() + ") is " +
+        return Status::Error(where() + " (" + dim.symbol_name() + ") is " +
                              std::to_string(v.shape[d]) + ", but '" + pname(k.inputs[b.input]) +
                              "' dimension " + std::to_string(b.dim) + " set " + dim.symbol_name() +
                              " = " + std::to_string(b.value));
@@ -427,8 +429,9 @@ Status output_shapes(const KernelDesc &k, const SizeMap &sizes,
     const ParamDesc &p = k.outputs[o];
     for (int d = 0; d < p.rank; ++d) {
       const Dim dim = dim_of(p, d);
-      const std::string where =
-          std::string(kname(k)) + ": output '" + pname(p) + "' dimension " + std::to_string(d);
+      auto where = [&] {
+        return std::string(kname(k)) + ": output '" + pname(p) + "' dimension " + std::to_string(d);
+      };
       int64_t extent = 1;
       std::string unbound;
       // Sizes come from int64 shapes, so a product of them can overflow.
@@ -436,9 +439,9 @@ Status output_shapes(const KernelDesc &k, const SizeMap &sizes,
       case Dim::EvalError::None:
         break;
       case Dim::EvalError::Unbound:
-        return Status::Error(where + " uses size '" + unbound + "', which no input binds");
+        return Status::Error(where() + " uses size '" + unbound + "', which no input binds");
       case Dim::EvalError::Overflow:
-        return Status::Error(where + " (" + std::string(p.dims[d]) + ") overflows 64 bits" +
+        return Status::Error(where() + " (" + std::string(p.dims[d]) + ") overflows 64 bits" +
                              bound_factors(dim, sizes));
       }
       out[o].push_back(extent);
@@ -474,12 +477,12 @@ Status validate_call(const KernelDesc &k, const std::vector<TensorView> &inputs,
     s = check_view_basics(k, "output", p, v);
     if (!s.ok())
       return s;
-    const std::string who = std::string(kname(k)) + ": output '" + pname(p) + "'";
+    auto who = [&] { return std::string(kname(k)) + ": output '" + pname(p) + "'"; };
     for (int d = 0; d < p.rank; ++d) {
       if (v.shape[d] == expected[o][d])
         continue;
       const Dim dim = dim_of(p, d);
-      const std::string at = who + " dimension " + std::to_string(d);
+      const std::string at = who() + " dimension " + std::to_string(d);
       if (dim.product()) {
         return Status::Error(at + " (" + std::string(p.dims[d]) + ") is " +
                              std::to_string(v.shape[d]) + ", but " + std::string(p.dims[d]) +
@@ -496,13 +499,13 @@ Status validate_call(const KernelDesc &k, const std::vector<TensorView> &inputs,
     // Extent-1 dimensions never step, so their stride is irrelevant.
     for (int d = 0; d < p.rank; ++d) {
       if (v.strides[d] == 0 && v.shape[d] > 1) {
-        return Status::Error(who + " dimension " + std::to_string(d) +
+        return Status::Error(who() + " dimension " + std::to_string(d) +
                              " has stride 0; outputs cannot be broadcast");
       }
     }
     if (v.numel() > 0 && self_aliases(v)) {
-      return Status::Error(who + " has strides that make distinct elements share memory; outputs "
-                                 "must not alias themselves");
+      return Status::Error(who() + " has strides that make distinct elements share memory; outputs "
+                                   "must not alias themselves");
     }
   }
 
