@@ -188,11 +188,15 @@ function(attnc_add_torch_module library)
   add_library(${library}_torch MODULE "${ATTNC_TORCH_MODULE_SOURCE}")
   target_compile_definitions(${library}_torch PRIVATE "ATTNC_KERNEL_HEADER=\"${library}.attnc.h\"")
   target_link_libraries(${library}_torch PRIVATE ${library} ${_ATTNC_TORCH})
-  # The module keeps its copies of attnc's runtime and Halide's to itself (each module has its own
-  # registry), and finds PyTorch's libraries where the importing process loaded them.
+  # The module keeps its copies of attnc's runtime and Halide's to itself, and finds PyTorch's
+  # libraries where the importing process loaded them.
   target_link_options(${library}_torch PRIVATE "LINKER:--exclude-libs,ALL")
+  # Hidden visibility too: the descriptor header's inline registrar and function statics would
+  # otherwise be exported as unique symbols, and a second module of the same kernel, loaded
+  # RTLD_GLOBAL by torch.ops.load_library, would bind to the first one's and register nothing.
   set_target_properties(${library}_torch PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY "${dir}"
-                        BUILD_RPATH "${ATTNC_TORCH_LIBDIR}")
+                        BUILD_RPATH "${ATTNC_TORCH_LIBDIR}" CXX_VISIBILITY_PRESET hidden
+                        VISIBILITY_INLINES_HIDDEN ON)
 endfunction()
 
 # attnc_add_twin(<name> <library> TARGET <halide-target> [SUFFIX <s>]): the kernel of

@@ -124,7 +124,10 @@ def load(path: Union[str, os.PathLike]) -> Library:
     errors = errors_fn().decode()
     if errors:
         raise AttncError(f"attnc.load: {path}: {errors.strip()}")
-    lib = Library(path, json.loads(kernels_fn().decode()))
+    kernels = json.loads(kernels_fn().decode())
+    if not kernels:
+        raise AttncError(f"attnc.load: {path} registered no kernel")
+    lib = Library(path, kernels)
     _loaded[path] = lib
     return lib
 
@@ -210,16 +213,21 @@ def _deps_ok(manifest: Dict[str, Any]) -> bool:
 
 
 def _read_depfile(path: Path, exclude: str) -> Dict[str, str]:
-    """The files a depfile names (Make syntax: `target: dep dep \\`), with their digests."""
+    """The files a depfile names (Make syntax: `target: dep dep \\`, `\\ ` a blank in a
+    name, `$$` a dollar), with their digests."""
     text = path.read_text().replace("\\\n", " ")
-    deps = text.split(":", 1)[1].split() if ":" in text else []
+    m = re.search(r"(?<!\\):\s", text)
+    deps = re.findall(r"(?:\\.|[^\s\\])+", text[m.end():] if m else "")
     out = {}
     for d in deps:
-        d = d.replace("\\ ", " ")
+        d = re.sub(r"\\(.)", r"\1", d).replace("$$", "$")
         if os.path.abspath(d) == exclude:
             continue
-        with open(d, "rb") as f:
-            out[os.path.abspath(d)] = _digest(f.read())
+        try:
+            with open(d, "rb") as f:
+                out[os.path.abspath(d)] = _digest(f.read())
+        except OSError as e:
+            raise AttncError(f"attnc.compile: cannot read {d}, which the source imports: {e}") from e
     return out
 
 
@@ -237,42 +245,54 @@ def compile(
     and returns it as a callable operator.
 
     The module is cached under ATTNC_CACHE_DIR (default ~/.cache/attnc), keyed by the source, the
-    files it imports, the options, the target and the attnc build; a second call, in this process
-    or another, loads it without compiling. `defines` are the -D overrides, `sizes` the typical
-    sizes the cost-model passes use (--sizes)."""
+    files it imports, the options, the target and the attnc and PyTorch builds; a later call, in
+    this process or another, loads it without compiling. `defines` are the -D overrides, `sizes`
+    the typical sizes the cost-model passes use (--sizes), `include` the -I directories."""
     cfg = config()
-    src = str(source_or_path)
+    src = os.fspath(source_or_path)
     path: Optional[str] = None
-    if "\n" not in src and src.endswith(".attn") and os.path.isfile(src):
+    if isinstance(source_or_path, os.PathLike) or ("\n" not in src and src.endswith(".attn")):
+        if not os.path.isfile(src):
+            raise AttncError(f"attnc.compile: no such file: {src}")
         path = os.path.abspath(src)
         with open(path) as f:
             text = f.read()
-    elif "\n" not in src and src.endswith(".attn"):
-        raise AttncError(f"attnc.compile: no such file: {src}")
     else:
         text = src
-    defines = dict(defines or {})
     opts = {
         "kernel": kernel,
         "target": target,
         "schedule": schedule,
         "defines": sorted(
             f"{k}={','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}"
-            for k, v in defines.items()
+            for k, v in (defines or {}).items()
         ),
         "sizes": sorted(f"{k}={v}" for k, v in (sizes or {}).items()),
         "include": [os.path.abspath(i) for i in include],
         "path": path,
     }
     tools = [_file_id(cfg["attnc"]), _file_id(cfg["torch_library"]), _file_id(cfg["runtime_library"])]
-    key = _digest(json.dumps({"source": text, "options": opts, "tools": tools, "torch": cfg["torch_version"]}))
+    # attnc's `auto` takes a tuned schedule from the database beside the source when there is one
+    # (attnc.tune writes it): its contents, or its absence, are part of the key.
+    tuning = None
+    if path is not None and schedule == "auto":
+        db = os.path.join(os.path.dirname(path), "attnc-tuning.json")
+        if os.path.isfile(db):
+            with open(db, "rb") as f:
+                tuning = _digest(f.read())
+    # The entry of this source and these options; its manifest names the module built from the
+    # imported files as they were, which a lookup checks (an edited import is a miss).
+    key = _digest(json.dumps({"source": text, "options": opts, "tools": tools, "tuning": tuning,
+                              "torch": cfg["torch_version"]}))
     entry = _cache_root() / key[:2] / key
     manifest_path = entry / "manifest.json"
     if cache and manifest_path.is_file():
-        manifest = json.loads(manifest_path.read_text())
-        if _deps_ok(manifest) and (entry / manifest["module"]).is_file():
-            lib = load(entry / manifest["module"])
-            return Kernel(lib, manifest["kernel"], lib.kernels[manifest["kernel"]])
+        try:
+            manifest = json.loads(manifest_path.read_text())
+            if _deps_ok(manifest) and (entry / manifest["module"]).is_file():
+                return _kernel_of(entry / manifest["module"], manifest["kernel"])
+        except (OSError, ValueError, KeyError):
+            pass  # a damaged entry is rebuilt
 
     with tempfile.TemporaryDirectory(prefix="attnc-") as tmp:
         tmpd = Path(tmp)
@@ -283,9 +303,7 @@ def compile(
             alias = (str(src_file), "<source>")
         else:
             src_file = Path(path)
-        # The kernel's own name, then a unique C name: two compilations of one kernel with other
-        # options are two operators in one process.
-        names = _kernel_names(cfg, src_file, opts, alias)
+        names, imports = _front_end(cfg, src_file, opts, alias, tmpd / "ast.d")
         if kernel is None:
             if len(names) != 1:
                 raise AttncError(
@@ -294,35 +312,72 @@ def compile(
             kernel = names[0]
         elif kernel not in names:
             raise AttncError(f"attnc.compile: no kernel '{kernel}' in the source (it has {names})")
-        fn = f"{kernel}_{key[:12]}"
+        # The operator's name: the kernel's, made unique by everything the module depends on, so
+        # that other options or an edited import give another operator, never a clash with one
+        # this process has loaded.
+        fn = f"{kernel}_{_digest(key + json.dumps(imports, sort_keys=True))[:12]}"
         prefix = tmpd / fn
         cmd = [cfg["attnc"], str(src_file), "--emit=lib", "-o", str(prefix), f"--kernel={kernel}",
-               f"--function-name={fn}", f"--target={target}", f"--schedule={schedule}",
-               f"--depfile={prefix}.d"]
+               f"--function-name={fn}", f"--target={target}", f"--schedule={schedule}"]
         for d in opts["defines"]:
             cmd += ["-D", d]
         if opts["sizes"]:
             cmd.append("--sizes=" + ",".join(opts["sizes"]))
         for i in opts["include"]:
             cmd += ["-I", i]
-        _run(cmd, "attnc", alias)
-        module = tmpd / f"{fn}.so"
-        _link_module(cfg, prefix, module)
-        imports = _read_depfile(Path(f"{prefix}.d"), os.path.abspath(src_file))
-        # Committed whole: the entry appears with its manifest last, under a rename.
-        staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=_ensure_dir(entry.parent)))
-        shutil.copy2(module, staging / module.name)
-        (staging / "manifest.json").write_text(
-            json.dumps({"kernel": fn, "module": module.name, "imports": imports, "options": opts}, indent=1)
-        )
-        if entry.exists():
-            shutil.rmtree(entry, ignore_errors=True)
-        try:
-            os.rename(staging, entry)
-        except OSError:  # another process committed it first
-            shutil.rmtree(staging, ignore_errors=True)
-    lib = load(entry / f"{fn}.so")
-    return Kernel(lib, fn, lib.kernels[fn])
+        if fn not in _by_op:
+            _run(cmd, "attnc", alias)
+            module = tmpd / f"{fn}.so"
+            _link_module(cfg, prefix, module)
+            # Committed whole under a rename. An entry that already holds this operator (another
+            # process built it meanwhile) is kept and ours dropped; only an entry built from other
+            # imports is moved aside and removed.
+            staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=_ensure_dir(entry.parent)))
+            shutil.copy2(module, staging / module.name)
+            (staging / "manifest.json").write_text(json.dumps(
+                {"kernel": fn, "module": module.name, "imports": imports, "options": opts}, indent=1))
+            if _holds(entry, fn):
+                shutil.rmtree(staging, ignore_errors=True)
+            elif entry.exists():
+                old = Path(tempfile.mkdtemp(prefix=".old-", dir=entry.parent))
+                try:
+                    os.rename(entry, old / "entry")
+                except OSError:
+                    pass
+                shutil.rmtree(old, ignore_errors=True)
+            if staging.exists():
+                try:
+                    os.rename(staging, entry)
+                except OSError:  # another process committed first
+                    shutil.rmtree(staging, ignore_errors=True)
+            if not _holds(entry, fn):
+                # Another process committed a build from other imports meanwhile: this process
+                # keeps its own module beside the entry.
+                aside = entry.parent / f"{fn}.so"
+                shutil.copy2(module, aside)
+                return _kernel_of(aside, fn)
+    if fn in _by_op:
+        return _by_op[fn]
+    return _kernel_of(entry / f"{fn}.so", fn)
+
+
+_by_op: Dict[str, Kernel] = {}
+
+
+def _holds(entry: Path, fn: str) -> bool:
+    """Whether a cache entry is complete and holds operator `fn`."""
+    try:
+        manifest = json.loads((entry / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return manifest.get("kernel") == fn and (entry / manifest.get("module", "")).is_file()
+
+
+def _kernel_of(module: Path, fn: str) -> Kernel:
+    if fn not in _by_op:
+        lib = load(module)
+        _by_op[fn] = Kernel(lib, fn, lib.kernels[fn])
+    return _by_op[fn]
 
 
 def _ensure_dir(p: Path) -> Path:
@@ -330,20 +385,23 @@ def _ensure_dir(p: Path) -> Path:
     return p
 
 
-def _kernel_names(cfg: Dict[str, Any], src_file: Path, opts: Dict[str, Any], alias) -> list:
-    """The kernels a source defines, from attnc's printed AST (`kernel NAME @line:col`)."""
-    cmd = [cfg["attnc"], str(src_file), "--emit=ast"]
+def _front_end(cfg: Dict[str, Any], src_file: Path, opts: Dict[str, Any], alias, depfile: Path):
+    """The kernels a source defines (from attnc's printed AST, `kernel NAME @line:col`) and the
+    files it imports with their digests (from attnc's depfile)."""
+    cmd = [cfg["attnc"], str(src_file), "--emit=ast", f"--depfile={depfile}"]
     for d in opts["defines"]:
         cmd += ["-D", d]
     for i in opts["include"]:
         cmd += ["-I", i]
-    return re.findall(r"^kernel (\w+) @", _run(cmd, "attnc", alias), flags=re.M)
+    names = re.findall(r"^kernel (\w+) @", _run(cmd, "attnc", alias), flags=re.M)
+    return names, _read_depfile(depfile, os.path.abspath(src_file))
 
 
 def _link_module(cfg: Dict[str, Any], prefix: Path, module: Path) -> None:
     """Compiles the operator module's source against the kernel and links it (the same command
     attnc_add_library(... TORCH) has CMake run)."""
-    cmd = [cfg["cxx"], "-shared", "-fPIC", "-O2", "-std=c++17",
+    cmd = [cfg["cxx"], "-shared", "-fPIC", "-O2", "-std=c++17", "-fvisibility=hidden",
+           "-fvisibility-inlines-hidden",
            f'-DATTNC_KERNEL_HEADER="{prefix.name}.attnc.h"', f"-I{prefix.parent}"]
     cmd += [f"-I{d}" for d in cfg["include_dirs"]]
     cmd += [cfg["module_source"], "-o", str(module), f"{prefix}.a", cfg["torch_library"],
@@ -354,6 +412,31 @@ def _link_module(cfg: Dict[str, Any], prefix: Path, module: Path) -> None:
 
 # --------------------------------------------------------------------------------------------
 # Tuning
+
+
+def _follow(p: subprocess.Popen, budget: float, progress: bool, lines: list) -> None:
+    """Reads attn-tune's output into `lines`, drawing the progress bar or echoing it."""
+    best = None
+    bar = progress and sys.stderr.isatty()
+    assert p.stdout is not None
+    for line in p.stdout:
+        lines.append(line)
+        m = re.match(r"\s*\[\s*([\d.]+) s\].*?([\d.]+) ms\s*$", line)
+        if m:
+            ms = float(m.group(2))
+            best = ms if best is None else min(best, ms)
+        if not progress:
+            continue
+        if bar and m:
+            done = min(float(m.group(1)) / max(budget, 1e-9), 1.0)
+            width = 30
+            sys.stderr.write(f"\rattn-tune [{'#' * int(done * width):<{width}}] {float(m.group(1)):5.1f}/{budget:g} s"
+                             f"  best {best:.3f} ms")
+            sys.stderr.flush()
+        elif not bar:
+            sys.stderr.write(line)
+    if bar:
+        sys.stderr.write("\n")
 
 
 def tune(
@@ -389,30 +472,11 @@ def tune(
         cmd.append("--no-baselines")
     for k, v in (defines or {}).items():
         cmd += ["-D", f"{k}={','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}"]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines = []
-    best = None
-    bar = progress and sys.stderr.isatty()
-    assert p.stdout is not None
-    for line in p.stdout:
-        lines.append(line)
-        m = re.match(r"\s*\[\s*([\d.]+) s\].*?([\d.]+) ms\s*$", line)
-        if m:
-            ms = float(m.group(2))
-            best = ms if best is None else min(best, ms)
-        if not progress:
-            continue
-        if bar and m:
-            done = min(float(m.group(1)) / max(budget, 1e-9), 1.0)
-            width = 30
-            sys.stderr.write(f"\rattn-tune [{'#' * int(done * width):<{width}}] {float(m.group(1)):5.1f}/{budget:g} s"
-                             f"  best {best:.3f} ms")
-            sys.stderr.flush()
-        elif not bar:
-            sys.stderr.write(line)
-    if bar:
-        sys.stderr.write("\n")
-    if p.wait() != 0:
+    lines: list = []
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as p:
+        _follow(p, budget, progress, lines)
+        rc = p.wait()
+    if rc != 0:
         raise AttncError("attn-tune failed:\n" + "".join(lines[-20:]))
     out = "".join(lines)
     tuned = re.search(r"^\s*tuned: (.*)$", out, flags=re.M)

@@ -58,10 +58,16 @@ std::string describeTensor(const at::Tensor &t) {
 void checkTensor(const KernelDesc &k, const ParamDesc &p, const at::Tensor &t, bool meta) {
   const std::string who = kernelName(k) + ": input '" + p.name + "'";
   TORCH_CHECK_VALUE(t.defined(), who, " is an undefined tensor");
-  if (!meta)
+  // The Meta kernel runs for meta tensors and for torch.compile's fake tensors (meta inside);
+  // a meta tensor among CPU ones must not turn the call into a shape computation.
+  if (meta) {
+    TORCH_CHECK_VALUE(t.device().is_meta(), who, " is on ", t.device(),
+                      ", but the other inputs are meta tensors");
+  } else {
     TORCH_CHECK_VALUE(t.device().is_cpu(), who, " is on ", t.device(), ", but kernel '",
                       kernelName(k), "' was built for the CPU (target ",
                       k.target ? k.target : "host", ")");
+  }
   std::optional<DType> d = dtypeOf(t.scalar_type());
   TORCH_CHECK_TYPE(d && *d == p.dtype, who, " has dtype ", t.scalar_type(), ", expected ",
                    dtype_name(p.dtype), " (", *scalarType(p.dtype), ")");
@@ -277,6 +283,11 @@ Status register_torch_op(const KernelDesc &k) {
     lib->impl(k.name,
               torch::dispatch(c10::DispatchKey::Meta, torch::CppFunction::makeFromBoxedFunctor(
                                                           std::make_unique<MetaKernel>(k))));
+    // CUDA tensors reach the CPU kernel too, which refuses them in the runtime's words (without
+    // it PyTorch reports a missing CUDA kernel); a CUDA build's own kernel is future work.
+    lib->impl(k.name,
+              torch::dispatch(c10::DispatchKey::CUDA, torch::CppFunction::makeFromBoxedFunctor(
+                                                          std::make_unique<CpuKernel>(k))));
     // No derivatives yet: an output that needs a gradient gets PyTorch's "derivative for
     // attnc::<name> is not implemented" on backward (without this, PyTorch's fallback for custom
     // operators warns and treats the kernel as constant: silently wrong gradients).

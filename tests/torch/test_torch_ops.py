@@ -18,6 +18,12 @@ import torch.nn.functional as F
 
 import attnc
 
+# The PyTorch references the examples compare against are the ones checked here too: timm's ViT
+# attention and Deformable DETR's grid_sample core.
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples", "pytorch"))
+from deformable_detr_layer import ms_deform_attn_core_pytorch  # noqa: E402
+from vit_block import Attention  # noqa: E402
+
 torch.manual_seed(0)
 MODULES = {}
 for path in filter(None, os.environ.get("ATTNC_TORCH_MODULES", "").split(":")):
@@ -80,25 +86,10 @@ class SdpaTest(unittest.TestCase):
 class SeedModulesTest(unittest.TestCase):
     """The seeds' PyTorch modules with attnc's kernel inside, against the modules themselves."""
 
-    class Attention(nn.Module):  # ViT's MSA (seed 004)
-        def __init__(self, dim, heads):
-            super().__init__()
-            self.heads = heads
-            self.scale = (dim // heads) ** -0.5
-            self.qkv = nn.Linear(dim, dim * 3)
-            self.proj = nn.Linear(dim, dim)
-
-        def forward(self, x):
-            B, N, C = x.shape
-            qkv = self.qkv(x).reshape(B, N, 3, self.heads, C // self.heads).permute(2, 0, 3, 1, 4)
-            q, k, v = qkv[0], qkv[1], qkv[2]
-            attn = ((q @ k.transpose(-2, -1)) * self.scale).softmax(dim=-1)
-            return self.proj((attn @ v).transpose(1, 2).reshape(B, N, C))
-
     def test_mhsa(self):
         mhsa = op("mhsa")
         C, H = 48, 4
-        m = self.Attention(C, H)
+        m = Attention(C, H)  # ViT's MSA (seed 004), from examples/pytorch/vit_block.py
         x = torch.randn(2, 50, C)
         args = (x, m.qkv.weight.view(3, H, C // H, C), m.qkv.bias.view(3, H, C // H),
                 m.proj.weight.view(C, H, C // H), m.proj.bias)
@@ -201,16 +192,7 @@ class SeedModulesTest(unittest.TestCase):
         aw = torch.rand(B, Q, M, L, P).softmax(-1)
 
         def ref(value, loc, aw):
-            vl = value.split([int(h * w) for h, w in shapes], dim=1)
-            grids = 2 * loc - 1
-            sv = []
-            for l, (h, w) in enumerate(shapes.tolist()):
-                v_ = vl[l].flatten(2).transpose(1, 2).reshape(B * M, D, h, w)
-                g_ = grids[:, :, :, l].transpose(1, 2).flatten(0, 1)
-                sv.append(F.grid_sample(v_, g_, mode="bilinear", padding_mode="zeros", align_corners=False))
-            a = aw.transpose(1, 2).reshape(B * M, 1, Q, L * P)
-            out = (torch.stack(sv, dim=-2).flatten(-2) * a).sum(-1).view(B, M * D, Q)
-            return out.transpose(1, 2).contiguous()
+            return ms_deform_attn_core_pytorch(value, shapes, start, loc, aw)
 
         got = core(value, shapes, start, loc, aw)
         Tolerance.check(self, got, ref(value, loc, aw), ref(value.double(), loc.double(), aw.double()))
@@ -295,13 +277,31 @@ class OperatorTest(unittest.TestCase):
                  torch.tensor([0], dtype=torch.int32), torch.rand(1, 2, 1, 1, 1, 2), torch.rand(1, 2, 1, 1, 1))
         self.assertIn("requirement failed: the levels' H * W (shapes) must add up to S", str(cm.exception))
 
-    @unittest.skipUnless(torch.cuda.is_available(), "needs a CUDA device: a CUDA tensor given to a CPU kernel")
     def test_wrong_device(self):
         sdpa = op("sdpa_auto")
         q = torch.randn(1, 1, 4, 8)
-        with self.assertRaises((ValueError, NotImplementedError)) as cm:
+        with self.assertRaises(ValueError) as cm:  # not a shape computation on a meta tensor
+            sdpa(q, q.to("meta"), q)
+        self.assertIn("sdpa_auto: input 'q' is on cpu, but the other inputs are meta tensors", str(cm.exception))
+        if not torch.cuda.is_available():
+            self.skipTest("needs a CUDA device: a CUDA tensor given to a CPU kernel")
+        with self.assertRaises(ValueError) as cm:
             sdpa(q.cuda(), q, q)
-        self.assertIn("q", str(cm.exception))
+        self.assertIn("sdpa_auto: input 'q' is on cuda:0, but kernel 'sdpa_auto' was built for the CPU",
+                      str(cm.exception))
+
+    def test_same_kernel_twice(self):
+        """A second module of a kernel already registered is an error, not a silent no-op."""
+        path = MODULES.get("sdpa_auto")
+        if path is None:
+            self.skipTest("no sdpa_auto module")
+        with tempfile.TemporaryDirectory() as d:
+            copy = os.path.join(d, "copy.so")
+            with open(path, "rb") as f, open(copy, "wb") as g:
+                g.write(f.read())
+            with self.assertRaises(attnc.AttncError) as cm:
+                attnc.load(copy)
+            self.assertIn("sdpa_auto", str(cm.exception))
 
     def test_no_backward(self):
         """No derivatives yet: backward through a kernel is an error, not a silent zero gradient."""
@@ -346,6 +346,45 @@ kernel scaled_sum(a: f32[N, D], b: f32[N, D]) -> o: f32[N] {
         k3 = attnc.compile(self.SOURCE, defines={"c": 3})
         self.assertNotEqual(k3.name, k.name)
         torch.testing.assert_close(k3(a, b), 3 * (a * b).sum(1))
+
+    def test_outputs_scalars_and_ints(self):
+        """Several outputs (a tuple), a 0-dim input and output, an i32 output, an empty size."""
+        k = attnc.compile("""
+kernel stats(a: f32[], b: f32[N]) -> (o: f32[N], m: f32[], z: i32[N]) {
+  o(i) = a() * b(i)
+  m() = max(i) b(i)
+  z(i) = 7
+}
+""")
+        self.assertEqual(k.info["schema"].split(") -> ")[1], "(Tensor, Tensor, Tensor)")
+        b = torch.randn(5)
+        o, m, z = k(torch.tensor(3.0), b)
+        torch.testing.assert_close(o, 3 * b)
+        self.assertEqual(m.item(), b.max().item())
+        self.assertEqual((z.dtype, z.tolist()), (torch.int32, [7] * 5))
+        metas = getattr(torch.ops.attnc, k.name)(torch.empty((), device="meta"), torch.empty(5, device="meta"))
+        self.assertEqual([(tuple(t.shape), t.dtype) for t in metas],
+                         [((5,), torch.float32), ((), torch.float32), ((5,), torch.int32)])
+        o, m, z = k(torch.tensor(3.0), torch.randn(0))
+        self.assertEqual((o.numel(), m.item(), z.numel()), (0, -math.inf, 0))
+
+    def test_edited_import(self):
+        """An edited import is a cache miss and another operator, in the same process too."""
+        d = self.cache.name
+        with open(os.path.join(d, "scale.attn"), "w") as f:
+            f.write("def scale(x) = 2 * x\n")
+        main = os.path.join(d, "main.attn")
+        with open(main, "w") as f:
+            f.write("import scale\n\nkernel scaled(a: f32[N]) -> o: f32[N] {\n  o(i) = scale(a(i))\n}\n")
+        a = torch.randn(7)
+        k1 = attnc.compile(main)
+        torch.testing.assert_close(k1(a), 2 * a)
+        with open(os.path.join(d, "scale.attn"), "w") as f:
+            f.write("def scale(x) = 3 * x\n")
+        k2 = attnc.compile(main)
+        self.assertNotEqual(k1.name, k2.name)
+        torch.testing.assert_close(k2(a), 3 * a)
+        torch.testing.assert_close(k1(a), 2 * a)  # the first operator is still what it was
 
     def test_file_and_kernel(self):
         root = os.path.join(os.path.dirname(__file__), "..", "..", "dsl", "variants")

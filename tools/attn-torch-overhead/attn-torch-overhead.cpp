@@ -53,7 +53,8 @@ std::vector<double> timeInTurns(const std::vector<std::function<void()>> &ways, 
 
 } // namespace
 
-int main() {
+// Shapes B,H,N,D from the arguments (default: 1,1,32,16 and 1,8,256,64).
+int main(int argc, char **argv) {
   const attnc::KernelDesc &k = attnc_kernels::sdpa();
   attnc::Status st = attnc::register_torch_op(k);
   if (!st.ok()) {
@@ -63,7 +64,19 @@ int main() {
   auto op = c10::Dispatcher::singleton()
                 .findSchemaOrThrow("attnc::sdpa", "")
                 .typed<at::Tensor(const at::Tensor &, const at::Tensor &, const at::Tensor &)>();
-  const std::vector<std::vector<int64_t>> shapes = {{1, 1, 32, 16}, {1, 8, 256, 64}};
+  std::vector<std::vector<int64_t>> shapes;
+  for (int a = 1; a < argc; ++a) {
+    std::vector<int64_t> s;
+    long long b, h, n, d;
+    if (std::sscanf(argv[a], "%lld,%lld,%lld,%lld", &b, &h, &n, &d) != 4 || b < 1 || h < 1 ||
+        n < 1 || d < 1) {
+      std::fprintf(stderr, "attn-torch-overhead: '%s' is not B,H,N,D (positive)\n", argv[a]);
+      return 2;
+    }
+    shapes.push_back({b, h, n, d});
+  }
+  if (shapes.empty())
+    shapes = {{1, 1, 32, 16}, {1, 8, 256, 64}};
   for (const auto &s : shapes) {
     at::Tensor q = at::randn(s), kk = at::randn(s), v = at::randn(s), o = at::empty(s);
     const std::vector<attnc::TensorView> ins = {view(q), view(kk), view(v)};

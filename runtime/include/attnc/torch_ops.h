@@ -18,10 +18,11 @@ namespace attnc {
 std::string torch_schema(const KernelDesc &k);
 
 // Defines torch.ops.attnc.<k.name> (a fragment of the `attnc` namespace, so several libraries
-// add to it) with kernels for CPU tensors (validated by attnc::validate_call; errors raise
-// ValueError/RuntimeError with the runtime's text) and for Meta tensors (output shapes and dtypes
-// from the descriptor, symbolic sizes allowed), which torch.compile and torch.export trace
-// through. Returns an error, never throws: a name already registered is one.
+// add to it) with kernels for CPU tensors (validated by the runtime; errors raise with its text:
+// TypeError for a dtype, ValueError for other bad inputs, RuntimeError for a failed requirement or
+// kernel) and for Meta tensors (output shapes and dtypes from the descriptor, symbolic sizes
+// allowed), which torch.compile and torch.export trace through; CUDA tensors get the CPU kernel's
+// device error. Returns an error, never throws: a name already registered is one.
 Status register_torch_op(const KernelDesc &k);
 
 // register_torch_op at static-initialisation time (inside dlopen, where an exception would abort
