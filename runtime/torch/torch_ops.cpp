@@ -56,22 +56,23 @@ std::string describeTensor(const at::Tensor &t) {
 // The device, dtype and rank checks PyTorch can make before attnc's own (which need a
 // TensorView, so a dtype attnc has no name for is reported here in PyTorch's spelling).
 void checkTensor(const KernelDesc &k, const ParamDesc &p, const at::Tensor &t, bool meta) {
-  const std::string who = kernelName(k) + ": input '" + p.name + "'";
-  TORCH_CHECK_VALUE(t.defined(), who, " is an undefined tensor");
+  // Built only for a message (this runs on every call).
+  auto who = [&] { return kernelName(k) + ": input '" + p.name + "'"; };
+  TORCH_CHECK_VALUE(t.defined(), who(), " is an undefined tensor");
   // The Meta kernel runs for meta tensors and for torch.compile's fake tensors (meta inside);
   // a meta tensor among CPU ones must not turn the call into a shape computation.
   if (meta) {
-    TORCH_CHECK_VALUE(t.device().is_meta(), who, " is on ", t.device(),
+    TORCH_CHECK_VALUE(t.device().is_meta(), who(), " is on ", t.device(),
                       ", but the other inputs are meta tensors");
   } else {
-    TORCH_CHECK_VALUE(t.device().is_cpu(), who, " is on ", t.device(), ", but kernel '",
+    TORCH_CHECK_VALUE(t.device().is_cpu(), who(), " is on ", t.device(), ", but kernel '",
                       kernelName(k), "' was built for the CPU (target ",
                       k.target ? k.target : "host", ")");
   }
   std::optional<DType> d = dtypeOf(t.scalar_type());
-  TORCH_CHECK_TYPE(d && *d == p.dtype, who, " has dtype ", t.scalar_type(), ", expected ",
+  TORCH_CHECK_TYPE(d && *d == p.dtype, who(), " has dtype ", t.scalar_type(), ", expected ",
                    dtype_name(p.dtype), " (", *scalarType(p.dtype), ")");
-  TORCH_CHECK_VALUE(t.dim() == p.rank, who, " has rank ", t.dim(), " (shape ", describeTensor(t),
+  TORCH_CHECK_VALUE(t.dim() == p.rank, who(), " has rank ", t.dim(), " (shape ", describeTensor(t),
                     "), expected ", p.rank);
 }
 
