@@ -208,10 +208,110 @@ std::optional<Lowerer::ReadParts> Lowerer::structural(Value v, Env &env) {
   return std::nullopt;
 }
 
+namespace {
+
+namespace HI = Halide::Internal;
+
+// A subscript with the terms around a min or max moved inside it: `min(max(y - r, 0), Y - w) + u
+// - y` (a neighbourhood's clamped start minus the query: NATTEN's relative position bias) becomes
+// `min(max(u - r, u - y), Y - w + u - y)`. Halide bounds a subscript by interval arithmetic,
+// which loses that the two y's are one value: the first form is bounded by [-Y, 2 Y] and a
+// read of an input there fails Halide's bounds check for elements it never reads; in the second
+// each branch is simplified on its own (y - r + u - y is u - r) and the bounds are the true
+// ones. `limit` caps the work (every term is copied into both branches); past it, or where
+// nothing moves, the subscript is returned unchanged.
+struct MinMaxInward {
+  int limit = 256;
+
+  // a + sign * b, both already in this form, with a min/max on either side moved outward.
+  std::optional<H::Expr> combine(const H::Expr &a, const H::Expr &b, int sign) {
+    if (--limit < 0)
+      return std::nullopt;
+    auto branches = [&](const H::Expr &m, H::Expr *x, H::Expr *y) {
+      if (const auto *n = m.as<HI::Min>()) {
+        *x = n->a, *y = n->b;
+        return 1;
+      }
+      if (const auto *n = m.as<HI::Max>()) {
+        *x = n->a, *y = n->b;
+        return 2;
+      }
+      return 0;
+    };
+    H::Expr x, y;
+    if (int kind = branches(a, &x, &y)) {
+      std::optional<H::Expr> l = combine(x, b, sign), r = combine(y, b, sign);
+      if (!l || !r)
+        return std::nullopt;
+      return kind == 1 ? H::min(*l, *r) : H::max(*l, *r);
+    }
+    if (int kind = branches(b, &x, &y)) {
+      std::optional<H::Expr> l = combine(a, x, sign), r = combine(a, y, sign);
+      if (!l || !r)
+        return std::nullopt;
+      // Subtracting a min is taking the max of the differences, and the reverse.
+      return (kind == 1) == (sign > 0) ? H::min(*l, *r) : H::max(*l, *r);
+    }
+    return HI::simplify(sign > 0 ? a + b : a - b);
+  }
+
+  std::optional<H::Expr> operator()(const H::Expr &e) {
+    if (--limit < 0)
+      return std::nullopt;
+    auto both = [&](const H::Expr &a, const H::Expr &b, auto make) -> std::optional<H::Expr> {
+      std::optional<H::Expr> l = (*this)(a), r = l ? (*this)(b) : std::nullopt;
+      if (!r)
+        return std::nullopt;
+      return make(*l, *r);
+    };
+    if (const auto *n = e.as<HI::Add>())
+      return both(n->a, n->b, [&](H::Expr l, H::Expr r) { return combine(l, r, 1); });
+    if (const auto *n = e.as<HI::Sub>())
+      return both(n->a, n->b, [&](H::Expr l, H::Expr r) { return combine(l, r, -1); });
+    if (const auto *n = e.as<HI::Min>())
+      return both(n->a, n->b, [](H::Expr l, H::Expr r) { return std::optional(H::min(l, r)); });
+    if (const auto *n = e.as<HI::Max>())
+      return both(n->a, n->b, [](H::Expr l, H::Expr r) { return std::optional(H::max(l, r)); });
+    return e;
+  }
+};
+
+// The variables of the mins and maxes in the sum of terms `e` (into `inside`) and of its other
+// terms (into `outside`).
+void splitTerms(const H::Expr &e, std::set<std::string> *inside, std::set<std::string> *outside) {
+  if (const auto *n = e.as<HI::Add>()) {
+    splitTerms(n->a, inside, outside);
+    splitTerms(n->b, inside, outside);
+  } else if (const auto *n = e.as<HI::Sub>()) {
+    splitTerms(n->a, inside, outside);
+    splitTerms(n->b, inside, outside);
+  } else {
+    std::set<std::string> v = freeVars(e, false); // (sizes move with no loop)
+    (e.as<HI::Min>() || e.as<HI::Max>() ? inside : outside)->insert(v.begin(), v.end());
+  }
+}
+
+// `i` with its mins and maxes moved outward (MinMaxInward) when a variable inside one of them
+// is also added outside it: only there does interval arithmetic lose the bounds. Elsewhere
+// (the online softmax's `tile start + min(j, N - 1)`) the subscript stays as written.
+H::Expr boundableSubscript(const H::Expr &i) {
+  if (!i.as<HI::Add>() && !i.as<HI::Sub>())
+    return i;
+  std::set<std::string> inside, outside;
+  splitTerms(i, &inside, &outside);
+  if (std::none_of(inside.begin(), inside.end(),
+                   [&](const std::string &v) { return outside.count(v) > 0; }))
+    return i;
+  std::optional<H::Expr> e = MinMaxInward()(i);
+  return e ? *e : i;
+}
+
+} // namespace
+
 Lowerer::ReadParts Lowerer::lowerReadParts(attn::ReadOp r, Env &env) {
   std::vector<H::Expr> idx; // DSL order
   for (Value i : r.getIndices())
-    idx.push_back(H::cast<int32_t>(eval(i, env)));
+    idx.push_back(boundableSubscript(H::cast<int32_t>(eval(i, env))));
   Value t = r.getTensor();
   StringRef boundary = r.getBoundary();
   std::vector<H::Expr> extent(idx.size());
