@@ -44,6 +44,32 @@ bool gathersAlong(const LoweredFunc &f, int s, const std::string &var) {
   return r.gather;
 }
 
+// Whether every read in `f`'s update that uses the reduction variable `r` uses it in its
+// innermost dimension only (Halide's first argument), so that vectorizing along `r` loads
+// contiguous vectors.
+bool readsAlongInnermost(const LoweredFunc &f, const std::string &r) {
+  struct Reads : H::Internal::IRGraphVisitor {
+    const std::string &r;
+    bool along = true, any = false;
+    explicit Reads(const std::string &v) : r(v) {}
+    using H::Internal::IRGraphVisitor::visit;
+    void visit(const H::Internal::Call *c) override {
+      H::Internal::IRGraphVisitor::visit(c);
+      if (c->call_type != H::Internal::Call::Image && c->call_type != H::Internal::Call::Halide)
+        return;
+      for (size_t i = 0; i < c->args.size(); ++i) {
+        const bool uses = H::Internal::expr_uses_var(c->args[i], r);
+        any = any || uses;
+        along = along && (i == 0 || !uses);
+      }
+    }
+  } v(r);
+  const H::Tuple values = f.func.update_values(0); // (a temporary's vector would dangle)
+  for (const H::Expr &e : values.as_vector())
+    e.accept(&v);
+  return v.any && v.along;
+}
+
 // The constant extent of the consumer's row index (its second innermost) when every row of a
 // window sees the same keys: a window-partitioned softmax (Swin's 49 positions per window, each
 // attending to the window's 49), a small dense attention per batch point.
@@ -123,7 +149,27 @@ public:
     // With a score definition of its own (Swin), image rows too: computed per (batch, head) the
     // contraction held the whole image's scores (614 KB at 56x56, 49 offsets) and three heads
     // made three tasks for two threads (41% of the time waiting, Halide profiler, Zen 4).
-    const bool imageRows = !w.scoreDefs.empty() && c.vars.size() >= 5;
+    // A score contraction written inside the softmax's body is a part of the softmax
+    // (`p__sum0`); on such a map it takes the score definition's plan below, so that both forms
+    // run alike (issue #20's canonical forms). NATTEN's neighbourhoods (B1 NH16 14x14 D32 ks 7,
+    // Zen 4, Halide profiler): inline 12.3 ms with the part's plan (vectorized along the row:
+    // q and k gathered per lane), 2.9 ms written as its own definition.
+    // Only where the contraction reads its operands along their innermost dimension (q and k
+    // of `[..., D]` inputs) and would gather them along the row: msda's contraction reads its
+    // projections along the row, and its part's plan is 14% faster (4.7 against 5.5 ms at
+    // 56x56, Zen 4, alternating runs in one process).
+    std::vector<FuncIndex> contractions = w.scoreDefs;
+    if (c.vars.size() >= 5)
+      for (FuncIndex part : w.parts) {
+        const LoweredFunc &f = k.funcs[part];
+        auto row = std::find(f.varNames.begin(), f.varNames.end(), w.rowVar);
+        if (f.role == FuncRole::Reduction && f.rvars.size() == 1 &&
+            f.func.num_update_definitions() == 1 && row != f.varNames.end() &&
+            gathersAlong(f, 0, f.vars[row - f.varNames.begin()].name()) &&
+            readsAlongInnermost(f, f.rvars[0].name()))
+          contractions.push_back(part);
+      }
+    const bool imageRows = !contractions.empty() && c.vars.size() >= 5;
     for (int s = 0; s <= c.func.num_update_definitions(); ++s) {
       H::Stage st = s == 0 ? H::Stage(c.func) : c.func.update(s - 1);
       if (imageRows && s > 0) {
@@ -151,7 +197,7 @@ public:
     // `((x - shift) % X / ws) * ws + t`, a gather per lane along the row. Measured (attn-bench,
     // swin_attention B1 NH3 56x56 D32, Zen 4, Halide profiler): as a root Func vectorized along
     // the window's 7 offsets, the contraction took 18.4 of 21.4 ms on one thread.
-    for (FuncIndex d : w.scoreDefs) {
+    for (FuncIndex d : contractions) {
       LoweredFunc &f = k.funcs[d];
       if (f.func.num_update_definitions() == 0) {
         f.func.compute_inline();
@@ -184,6 +230,8 @@ public:
       LoweredFunc *f = &k.funcs[part];
       if (f->role == FuncRole::SoftmaxScore)
         continue; // pointwise: inlined into max and exp
+      if (std::find(contractions.begin(), contractions.end(), part) != contractions.end())
+        continue;
       f->func.compute_at(c.func, row);
       auto it = std::find(f->varNames.begin(), f->varNames.end(), w.rowVar);
       if (it == f->varNames.end())

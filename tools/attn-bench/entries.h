@@ -32,6 +32,7 @@ void benchMsDeformAttnCore(const Options &o, std::vector<CaseResult> *out);
 void benchDeformAttn(const Options &o, std::vector<CaseResult> *out);
 void benchDatAttn(const Options &o, std::vector<CaseResult> *out);
 void benchSwin(const Options &o, std::vector<CaseResult> *out);
+void benchNatten(const Options &o, std::vector<CaseResult> *out);
 
 inline const std::vector<Variant> &variants() {
   static const std::vector<Variant> v = {
@@ -53,6 +54,7 @@ inline const std::vector<Variant> &variants() {
       {"deform_attn", benchDeformAttn},
       {"dat_attn", benchDatAttn},
       {"swin_attention", benchSwin},
+      {"neighborhood_attention", benchNatten},
   };
   return v;
 }

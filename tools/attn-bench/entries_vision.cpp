@@ -1,4 +1,4 @@
-// attn-bench entries of the vision family: msda, ms_deform_attn_core, deform_attn, dat_attn and swin_attention.
+// attn-bench entries of the vision family: msda, ms_deform_attn_core, deform_attn, dat_attn, swin_attention and neighborhood_attention.
 #include "entries.h"
 #include "pytorch_style.h"
 
@@ -9,6 +9,7 @@
 #include "bench_ms_deform_attn_core_generic.attnc.h"
 #include "bench_ms_deform_attn_core_none.attnc.h"
 #include "bench_msda.attnc.h"
+#include "bench_neighborhood_attention.attnc.h"
 #include "bench_swin_attention.attnc.h"
 #include "bench_swin_attention_shifted.attnc.h"
 #ifdef ATTN_BENCH_AUTOSCHEDULED
@@ -25,6 +26,7 @@
 #include "reference/deform_ref.h"
 #include "reference/dilate_ref.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -79,6 +81,48 @@ std::vector<float> swinReference(const float *q, const float *k, const float *v,
               const int ky = ry / ws * ws + u, kx = rx / ws * ws + t;
               const float *vp = v + at(b, h, (ky + shift) % Y, (kx + shift) % X) * D;
               const float w = s[(size_t)u * ws + t] / sum;
+              for (int d = 0; d < D; ++d)
+                op[d] += w * vp[d];
+            }
+        }
+  return o;
+}
+
+// NATTEN's neighbourhood attention as neighborhood_attention.attn defines it (windows with clamped
+// starts, the bias indexed by key minus query), one query at a time in float: q, k, v
+// [B, NH, Y, X, D], rpb [NH, 2 ks - 1, 2 ks - 1].
+std::vector<float> nattenReference(const float *q, const float *k, const float *v, const float *rpb,
+                                   int B, int NH, int Y, int X, int D, int ks) {
+  std::vector<float> o((size_t)B * NH * Y * X * D, 0.f), s((size_t)ks * ks);
+  const int R = 2 * ks - 1;
+  auto at = [&](int b, int h, int y, int x) { return (((size_t)b * NH + h) * Y + y) * X + x; };
+  auto start = [&](int i, int n) { return std::min(std::max(i - ks / 2, 0), n - ks); };
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < NH; ++h)
+      for (int y = 0; y < Y; ++y)
+        for (int x = 0; x < X; ++x) {
+          const int sy = start(y, Y), sx = start(x, X);
+          const float *qp = q + at(b, h, y, x) * D;
+          float m = -INFINITY;
+          for (int u = 0; u < ks; ++u)
+            for (int t = 0; t < ks; ++t) {
+              const float *kp = k + at(b, h, sy + u, sx + t) * D;
+              float dot = 0;
+              for (int d = 0; d < D; ++d)
+                dot += qp[d] * kp[d];
+              const size_t bias = ((size_t)h * R + sy + u - y + ks - 1) * R + sx + t - x + ks - 1;
+              float &sc = s[(size_t)u * ks + t];
+              sc = dot / std::sqrt((float)D) + rpb[bias];
+              m = std::max(m, sc);
+            }
+          float sum = 0;
+          for (float &sc : s)
+            sum += (sc = std::exp(sc - m));
+          float *op = o.data() + at(b, h, y, x) * D;
+          for (int u = 0; u < ks; ++u)
+            for (int t = 0; t < ks; ++t) {
+              const float *vp = v + at(b, h, sy + u, sx + t) * D;
+              const float w = s[(size_t)u * ks + t] / sum;
               for (int d = 0; d < D; ++d)
                 op[d] += w * vp[d];
             }
@@ -409,6 +453,41 @@ void benchSwin(const Options &o, std::vector<CaseResult> *out) {
       c.torchConsts = "{\"ws\": 7, \"shift\": " + std::to_string(shift) + "}";
       out->push_back(runCase(c, o));
     }
+}
+
+// NATTEN's neighbourhood attention (neighborhood_attention.attn, ks = 7): per query, the scores and
+// the weighted sum over its 49 keys, 2*49*D flops each: 4*B*NH*Y*X*49*D (bias and softmax not
+// counted). NAT-Mini's first stage (56x56, 2 heads of 32 channels) and third (14x14, 8 heads).
+void benchNatten(const Options &o, std::vector<CaseResult> *out) {
+  struct Shape {
+    int B, NH, Y, X, D;
+  };
+  const std::vector<Shape> shapes =
+      o.quick ? std::vector<Shape>{{1, 2, 9, 11, 8}}
+              : std::vector<Shape>{{1, 2, 56, 56, 32}, {1, 8, 14, 14, 32}};
+  const int ks = 7;
+  for (const Shape &s : shapes) {
+    Case c;
+    c.variant = "neighborhood_attention";
+    c.shape = "B" + std::to_string(s.B) + " NH" + std::to_string(s.NH) + " " + std::to_string(s.Y) +
+              "x" + std::to_string(s.X) + " D" + std::to_string(s.D) + " ks7";
+    const std::vector<int64_t> shape = {s.B, s.NH, s.Y, s.X, s.D};
+    c.inputs = {Tensor::randn(shape, 91), Tensor::randn(shape, 92), Tensor::randn(shape, 93),
+                Tensor::randn({s.NH, 2 * ks - 1, 2 * ks - 1}, 94, 0.f, .5f)};
+    c.outShape = shape;
+    c.flopFormula = "4*B*NH*Y*X*49*D";
+    c.flops = 4.0 * s.B * s.NH * s.Y * s.X * ks * ks * s.D;
+    c.bytes = bytesOf(c.inputs, c.outShape);
+    c.kernel = &attnc_kernels::bench_neighborhood_attention();
+    c.unscheduledNote = "not built: no SCHEDULE none kernel of this variant";
+    c.reference = [&c, s] {
+      return nattenReference(c.inputs[0].fp(), c.inputs[1].fp(), c.inputs[2].fp(), c.inputs[3].fp(),
+                             s.B, s.NH, s.Y, s.X, s.D, ks);
+    };
+    c.torchEntry = "neighborhood_attention";
+    c.torchConsts = "{\"ks\": 7}";
+    out->push_back(runCase(c, o));
+  }
 }
 
 } // namespace attn_bench

@@ -273,7 +273,22 @@ def swin_attention(q, k, v, table, ws, shift):
     return o
 
 
-ENTRIES = {f.__name__: f for f in (sdpa, causal_attention, padding_mask, varlen_attention, paged_decode, mhsa, sigmoid_attention, sliding_window, softcap_sliding_window, rotary_attention, sink_attention, diff_attention, linear_attention, msda, ms_deform_attn_core, deform_attn, dat_attn, swin_attention)}
+def neighborhood_attention(q, k, v, rpb, ks):
+    # NATTEN's na2d with rpb in plain PyTorch (NATTEN itself dropped its CPU kernels in 0.20): each query's ks x ks
+    # window, its start clamped into the map, gathered with index tensors; scores plus the bias at key minus query.
+    B, NH, H, W, D = q.shape
+    iy = (torch.arange(H) - ks // 2).clamp(0, H - ks)[:, None] + torch.arange(ks)  # [H, ks]
+    ix = (torch.arange(W) - ks // 2).clamp(0, W - ks)[:, None] + torch.arange(ks)  # [W, ks]
+    ky, kx = iy[:, None, :, None], ix[None, :, None, :]
+    attn = torch.einsum("bhyxd,bhyxuvd->bhyxuv", q * D ** -0.5, k[:, :, ky, kx])
+    by = iy - torch.arange(H)[:, None] + ks - 1
+    bx = ix - torch.arange(W)[:, None] + ks - 1
+    attn = attn + rpb[:, by[:, None, :, None], bx[None, :, None, :]]
+    attn = attn.reshape(B, NH, H, W, ks * ks).softmax(-1).reshape(B, NH, H, W, ks, ks)
+    return torch.einsum("bhyxuv,bhyxuvd->bhyxd", attn, v[:, :, ky, kx])
+
+
+ENTRIES = {f.__name__: f for f in (sdpa, causal_attention, padding_mask, varlen_attention, paged_decode, mhsa, sigmoid_attention, sliding_window, softcap_sliding_window, rotary_attention, sink_attention, diff_attention, linear_attention, msda, ms_deform_attn_core, deform_attn, dat_attn, swin_attention, neighborhood_attention)}
 
 
 def main():
