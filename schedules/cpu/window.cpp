@@ -126,6 +126,8 @@ public:
       for (auto [name, v] : kDefaults)
         if (kb.name == name)
           kb.dflt = v;
+    // The partial sums of a dot product along the channels (below, where the row gathers).
+    ks.push_back({"window.dot_lanes", {4, 8, 16}, std::max(t.floatLanes / 2, 4)});
     return ks;
   }
 
@@ -220,8 +222,22 @@ public:
           st.vectorize(x, vec, H::TailStrategy::GuardWithIf);
           continue;
         }
+        // Each score is a dot product along the channels: multiply-adds into `lanes` partial
+        // sums (an rfactor), then one horizontal sum. Strict floats make that sum a chain of
+        // `lanes` dependent adds (in order), which was the whole cost with full vectors: at 16
+        // lanes (AVX-512) half of NATTEN's samples were on it (perf, Zen 4). Alternating runs
+        // in one process, Zen 4, 2 threads: neighborhood_attention B1 NH2 56x56 D32 2.51 ms with
+        // the atomic 16-lane reduction, 2.57 with 16 partial sums, 1.81-1.84 with 8, 1.84-1.91
+        // with 4; swin_on_image NH3 56x56 4.3-4.6, 3.7, 3.06-3.09, 3.37-3.44 ms. Half a vector
+        // (at least 4 lanes) by default.
+        const int lanes = params.get("window.dot_lanes", std::max(vec / 2, 4));
         H::RVar r = f.rvars[0], ro(r.name() + "_o"), ri(r.name() + "_i");
-        st.split(r, ro, ri, vec, H::TailStrategy::GuardWithIf).atomic().vectorize(ri);
+        H::Var lane(f.name + "_lane");
+        H::Func partial =
+            st.split(r, ro, ri, lanes, H::TailStrategy::GuardWithIf).rfactor(ri, lane);
+        partial.compute_at(f.func, f.vars.back()).vectorize(lane);
+        partial.update(0).vectorize(lane);
+        st.atomic().vectorize(ri);
       }
     }
     // The window's scores and statistics: computed per consumer row, for that row only, and

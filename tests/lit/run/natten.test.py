@@ -42,8 +42,9 @@ def natten_reference(q, k, v, rpb, ks):
 if __name__ == "__main__":
     out = sys.argv[1]
     rng = np.random.default_rng(12)
-    B, NH, D = 2, 3, 8
-    for name, (Y, X, ks) in dict(a=(9, 11, 7), b=(7, 8, 7), c=(6, 13, 3)).items():
+    B, NH = 2, 3
+    # c: 5 channels, not a multiple of the dot product's partial sums.
+    for name, (Y, X, D, ks) in dict(a=(9, 11, 8, 7), b=(7, 8, 8, 7), c=(6, 13, 5, 3)).items():
         q, k, v = (rng.standard_normal((B, NH, Y, X, D)).astype(np.float32) for _ in range(3))
         rpb = (0.5 * rng.standard_normal((NH, 2 * ks - 1, 2 * ks - 1))).astype(np.float32)
         for n, a in dict(q=q, k=k, v=v, rpb=rpb).items():
