@@ -27,6 +27,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
@@ -74,16 +75,23 @@ SmallVector<Index> enclosingIndices(attn::ReadOp r, attn::DefineOp def) {
 
 // Whether `v` divides (or takes a remainder) by a value that is not a constant: an integer
 // division per evaluation, where a constant divisor is a multiply and a shift.
-bool dividesByRuntimeValue(Value v, int depth = 0) {
-  Operation *op = v.getDefiningOp();
-  if (!op || depth > 64)
-    return false;
-  if (isa<arith::FloorDivSIOp, arith::DivSIOp, arith::DivUIOp, arith::CeilDivSIOp, arith::RemSIOp,
-          arith::RemUIOp>(op) &&
-      !matchPattern(op->getOperand(1), m_Constant()))
-    return true;
-  return llvm::any_of(op->getOperands(),
-                      [&](Value o) { return dividesByRuntimeValue(o, depth + 1); });
+bool dividesByRuntimeValue(Value v) {
+  // (Subscripts share values, `let`s especially: each operation is looked at once, so a chain
+  // of shared values costs its length, not the number of its paths.)
+  llvm::SmallVector<Value> work{v};
+  llvm::DenseSet<Operation *> seen;
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val().getDefiningOp();
+    if (!op || !seen.insert(op).second)
+      continue;
+    if (isa<arith::FloorDivSIOp, arith::DivSIOp, arith::DivUIOp, arith::CeilDivSIOp, arith::RemSIOp,
+            arith::RemUIOp>(op) &&
+        !matchPattern(op->getOperand(1), m_Constant()))
+      return true;
+    for (Value o : op->getOperands())
+      work.push_back(o);
+  }
+  return false;
 }
 
 // Whether `r` reads a kernel input at subscripts computed from indices and sizes alone, one of
