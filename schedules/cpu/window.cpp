@@ -175,12 +175,19 @@ public:
     for (int s = 0; s <= c.func.num_update_definitions(); ++s) {
       H::Stage st = s == 0 ? H::Stage(c.func) : c.func.update(s - 1);
       if (imageRows && s > 0) {
-        // The window's offsets outside the value vectors: each probability (an exp over a sum)
-        // and each key's computed row are then made once for all D / 16 vectors of the value.
+        // The value vectors outside the window's offsets: each vector of the output sums the
+        // whole window in one register. With the offsets outside (each probability and key
+        // row made once for all D / 16 vectors), every offset loaded, added to and stored the
+        // output's vectors, and those stores stalled the next offset's loads: 42% of NATTEN's
+        // samples on one store in attn-bench (perf, Zen 4). attn-bench, Zen 4, two alternating
+        // builds each: neighborhood_attention 56x56 NH2 1.59-1.95 ms against 2.57-2.92 (14x14
+        // NH8 0.44-0.86 against 0.69-1.60: noisy); JIT in one process, examples/swin_on_image
+        // 2.94-3.08 against 3.05-3.35 ms.
         H::Var e = c.vars.back(), eo(c.name + "_eo"), ei(c.name + "_ei");
-        std::vector<H::VarOrRVar> order{ei, eo};
+        std::vector<H::VarOrRVar> order{ei};
         for (const H::RVar &r : c.rvars)
           order.push_back(r);
+        order.push_back(eo);
         order.push_back(c.vars[c.vars.size() - 2]);
         st.split(e, eo, ei, vec, H::TailStrategy::GuardWithIf).vectorize(ei).reorder(order);
       } else {
