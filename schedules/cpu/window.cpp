@@ -70,6 +70,10 @@ bool readsAlongInnermost(const LoweredFunc &f, const std::string &r) {
   return v.any && v.along;
 }
 
+// The partial sums of a channel dot product by default: half a vector, at least 4 lanes (the
+// measurements are at the rfactor in CpuWindowRule::apply).
+int defaultDotLanes(const Target &t) { return std::max(t.floatLanes / 2, 4); }
+
 // The constant extent of the consumer's row index (its second innermost) when every row of a
 // window sees the same keys: a window-partitioned softmax (Swin's 49 positions per window, each
 // attending to the window's 49), a small dense attention per batch point.
@@ -127,7 +131,7 @@ public:
         if (kb.name == name)
           kb.dflt = v;
     // The partial sums of a dot product along the channels (below, where the row gathers).
-    ks.push_back({"window.dot_lanes", {4, 8, 16}, std::max(t.floatLanes / 2, 4)});
+    ks.push_back({"window.dot_lanes", {4, 8, 16}, defaultDotLanes(t)});
     return ks;
   }
 
@@ -237,7 +241,7 @@ public:
         // the atomic 16-lane reduction, 2.57 with 16 partial sums, 1.81-1.84 with 8, 1.84-1.91
         // with 4; swin_on_image NH3 56x56 4.3-4.6, 3.7, 3.06-3.09, 3.37-3.44 ms. Half a vector
         // (at least 4 lanes) by default.
-        const int lanes = params.get("window.dot_lanes", std::max(vec / 2, 4));
+        const int lanes = params.get("window.dot_lanes", defaultDotLanes(t));
         H::RVar r = f.rvars[0], ro(r.name() + "_o"), ri(r.name() + "_i");
         H::Var lane(f.name + "_lane");
         H::Func partial =
