@@ -150,14 +150,14 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   const H::Expr lo = H::Float(32).min();
   // The lowest finite float: maxes are kept at least this so that -inf - -inf makes no NaN.
   const H::Expr finite = -std::numeric_limits<float>::max();
-  // Every exp is scaled by 2^-k <= 1/T, so that a tile's sum of exps times values stays within
-  // the values' range (each exp is <= 1, and T values near the largest float would overflow).
-  // A power of two scales exactly; it only flushes exps below 2^-126 (relative to the row's
-  // largest, 2^-k, they are under 2^-110: far below a float's resolution of the sum).
-  int scaleBits = 0;
-  while ((1 << scaleBits) < T)
-    ++scaleBits;
-  const H::Expr tileScale = H::Expr(std::ldexp(1.0f, -scaleBits));
+  // Every exp is scaled by 2^-k, the smallest power of two with 2^k >= the key count (and the
+  // tile), so that a row's sum of exps is at most 1 and its sum of exps times values stays within
+  // the values' range (each exp is <= 1): the state can then carry that sum unnormalised, divided
+  // by the sum of exps once after the last tile instead of after every tile. A power of two
+  // scales exactly; it only flushes exps below 2^-126 (relative to the row's largest, 2^-k, they
+  // are under 2^-95 for 2^31 keys: far below a float's resolution of the sum).
+  const H::Expr tileScale =
+      H::reinterpret<float>((127 - (32 - H::count_leading_zeros(H::max(Nk, T) - 1))) << 23);
   // The result's extents, by index.
   std::vector<H::Expr> extents;
   for (Value e : op.getExtents())
@@ -703,13 +703,13 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     H::Expr mof = H::max(mo, finite), mtf = H::max(mt, finite);
     H::Expr cf = H::exp(-H::abs(mof - mtf)), g = H::cast<float>(mof >= mtf);
     H::Expr a = g + (1.0f - g) * cf, b = g * cf + (1.0f - g);
-    // The output so far is kept normalised (a weighted mean of the values seen), so it never
-    // overflows where the result does not; the sum of exps is 0 only while every key seen was
-    // masked, and then both terms are 0 (the sum is kept at least the smallest normal float).
+    // The output so far is the sum of the exps times the values, not yet divided by the sum of
+    // exps: with every exp scaled by tileScale (<= 1 / the key count) the sum of exps is at most
+    // 1, so that sum stays within the values' range and never overflows where the result does
+    // not. Dividing once per row after the last tile, not per tile, took a division and three
+    // multiplies per output element out of every tile's update.
     H::Expr ln = l * a + c.tsum.func(stateRows(rt)) * b;
-    H::Expr inv = 1.0f / H::max(ln, std::numeric_limits<float>::min());
-    state.func(stArgs) = H::Tuple(acc * (l * a * inv) + c.tpv.func(stateIndices(rt)) * (b * inv),
-                                  ln, H::max(mo, mt));
+    state.func(stArgs) = H::Tuple(acc * a + c.tpv.func(stateIndices(rt)) * b, ln, H::max(mo, mt));
     state.rvars.push_back(rt[0]), state.rvarNames.push_back(tileName);
   }
   OnlineGroup group;
@@ -750,10 +750,14 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     outState.insert(outState.begin() + rq, i / queryGroup);
   }
   outState = reversed(outState);
-  H::Expr result = weights ? H::Expr(state.func(outState)) : state.func(outState)[0];
+  // The sum of exps is 0 only where every key the row saw was masked (the accumulator is then 0
+  // too); it is kept at least the smallest normal float so that such a row is 0, not NaN.
+  H::Expr result = weights ? H::Expr(state.func(outState))
+                           : state.func(outState)[0] /
+                                 H::max(state.func(outState)[1], std::numeric_limits<float>::min());
   if (op.hasSink()) {
-    // The sink joins the normalisation once, after the last tile: the state's output is the
-    // mean of the values weighted by the keys' exps (their sum l, relative to the running max m,
+    // The sink joins the normalisation once, after the last tile: `result` is the mean of the
+    // values weighted by the keys' exps (their sum l, relative to the running max m,
     // scaled by tileScale as every tile's exps are), so with the sink's exp added to the sum it
     // is scaled by l / (l + exp(sink - m)), both exps taken against max(m, sink) so that neither
     // overflows. Folding at the end, not in the state, leaves the tile loops and their skipping
