@@ -45,6 +45,8 @@ struct OnlineParams {
   int scoreRows = 2;          // rows of the score GEMM kept in registers
   int valueRows = 4;          // rows of the exp x V GEMM kept in registers
   int valueVectors = 4; // vectors of the value index per row in registers (D = 64 with AVX-512)
+  int scoreKeys = 128;  // keys per block of the score GEMM (a tile or more: the whole tile)
+  int valueKeys = 128;  // keys per block of the exps x V GEMM (a tile or more: the whole tile)
 };
 
 H::Var varNamed(const LoweredFunc &f, const std::string &n) {
@@ -267,10 +269,19 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
       if (hasVar(*C, g.queryVar) && prm.scoreRows > 1) {
         H::Var ci = varNamed(*C, g.queryVar), cio(C->func.name() + "_ro"),
                cii(C->func.name() + "_ri");
-        cu.split(ci, cio, cii, prm.scoreRows, H::TailStrategy::GuardWithIf)
-            .reorder(kv, cii, C->rvars[0], cio)
-            .vectorize(kv, T % vec == 0 ? T : vec, H::TailStrategy::GuardWithIf)
-            .unroll(cii);
+        cu.split(ci, cio, cii, prm.scoreRows, H::TailStrategy::GuardWithIf);
+        if (prm.scoreKeys > 0 && prm.scoreKeys < T && T % prm.scoreKeys == 0 &&
+            prm.scoreKeys % vec == 0) {
+          H::Var kvo(C->func.name() + "_ko"), kvi(C->func.name() + "_ki");
+          cu.split(kv, kvo, kvi, prm.scoreKeys, H::TailStrategy::GuardWithIf)
+              .reorder(kvi, cii, C->rvars[0], cio, kvo)
+              .vectorize(kvi, prm.scoreKeys)
+              .unroll(cii);
+        } else {
+          cu.reorder(kv, cii, C->rvars[0], cio)
+              .vectorize(kv, T % vec == 0 ? T : vec, H::TailStrategy::GuardWithIf)
+              .unroll(cii);
+        }
       } else {
         // One row at a time (no split: a split by 1 under compute_at makes Halide's bounds
         // inference ask for query rows past the end, measured by attn-tune).
@@ -332,11 +343,15 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
       H::Var eoo(ctpv.name + "_voo"), eoi(ctpv.name + "_voi");
       pu.split(e, eo, ei, vec, H::TailStrategy::GuardWithIf)
           .split(eo, eoo, eoi, prm.valueVectors, H::TailStrategy::GuardWithIf)
-          .split(qi, qo, qii, prm.valueRows, H::TailStrategy::GuardWithIf)
-          .reorder(ei, eoi, qii, ctpv.rvars[0], eoo, qo)
-          .vectorize(ei)
-          .unroll(eoi)
-          .unroll(qii);
+          .split(qi, qo, qii, prm.valueRows, H::TailStrategy::GuardWithIf);
+      if (prm.valueKeys > 0 && prm.valueKeys < T && T % prm.valueKeys == 0) {
+        H::RVar jo(ctpv.name + "_jo"), ji(ctpv.name + "_ji");
+        pu.split(ctpv.rvars[0], jo, ji, prm.valueKeys, H::TailStrategy::GuardWithIf)
+            .reorder(ei, eoi, qii, ji, eoo, qo, jo);
+      } else {
+        pu.reorder(ei, eoi, qii, ctpv.rvars[0], eoo, qo);
+      }
+      pu.vectorize(ei).unroll(eoi).unroll(qii);
     }
   }
 
@@ -437,7 +452,9 @@ public:
     std::vector<Knob> ks = {{"online.query_tile", queryTiles, d.queryTile},
                             {"online.score_rows", {1, 2, 4}, d.scoreRows},
                             {"online.value_rows", {2, 4, 8}, d.valueRows},
-                            {"online.value_vectors", {1, 2, 4}, d.valueVectors}};
+                            {"online.value_vectors", {1, 2, 4}, d.valueVectors},
+                            {"online.score_keys", {32, 64, 128}, d.scoreKeys},
+                            {"online.value_keys", {32, 64, 128}, d.valueKeys}};
     // The generic knobs only where Funcs outside the online groups (projections) take them.
     std::vector<bool> grouped = groupedFuncs(g, k);
     for (FuncIndex i = 0; i < k.funcs.size(); ++i)
@@ -461,6 +478,8 @@ public:
     prm.scoreRows = params.get("online.score_rows", prm.scoreRows);
     prm.valueRows = params.get("online.value_rows", prm.valueRows);
     prm.valueVectors = params.get("online.value_vectors", prm.valueVectors);
+    prm.scoreKeys = params.get("online.score_keys", prm.scoreKeys);
+    prm.valueKeys = params.get("online.value_keys", prm.valueKeys);
     for (const OnlinePattern &group : g.groups)
       scheduleGroup(k, group, t, prm, params);
   }
