@@ -18,6 +18,12 @@
 //    rows 8 KiB apart); bounding their storage to one tile made them L1-resident.
 //  - Exps x V with 4 rows x 4 vectors of D (16 accumulators) rather than 8 rows x 1 vector: the
 //    row guards that causal tiles need then cost one test per 4 FMAs, not one per FMA.
+//  - Whole tiles of 256 keys (HalideGen's whole_tile chain: no mask, no slot test; the score and
+//    value GEMMs in blocks of 128 keys, online.score_keys/value_keys) then tiles of 128 for the
+//    rest, against 128-key tiles throughout (and 256 throughout), A/B in one process, Zen 4,
+//    2 threads, B1 H8 D64: N2048 56.4 vs 60.7 (57.5) ms, N1030 17.1 vs 19.8 (20.1), N384 2.26
+//    vs 2.28 (3.02); attn-bench sdpa N2048 52.3 ms, 70% of the FMA peak (57% before). The whole
+//    chain's buffers are bounded by the task's rows (constant: on the stack) and not hoisted.
 #include "attnc/Patterns.h"
 #include "attnc/Schedule.h"
 #include "attnc/Transforms/Passes.h"
@@ -102,10 +108,8 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   LoweredFunc &O = *at(G.output);
   LoweredFunc &S = *at(G.state);
   const OnlineChain &masked = G.masked();
-  const LoweredFunc &texp = *at(masked.texp), &tpv = *at(masked.tpv);
+  const LoweredFunc &texp = *at(masked.texp);
   const std::string key = texp.varNames[texp.softmaxAxes[0]];
-  std::optional<int64_t> tileKeys = H::Internal::as_const_int(tpv.rvars[0].extent());
-  const int T = tileKeys ? (int)*tileKeys : (int)kDefaultOnlineTile;
 
   if (!O.isOutput)
     O.func.compute_root();
@@ -221,19 +225,23 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   for (const OnlineChain &c : G.chains) {
     H::LoopLevel tile(S.func, S.rvars[c.stage]);
     LoweredFunc &ctexp = *at(c.texp), &ctpv = *at(c.tpv);
+    // The chain's keys per tile (whole tiles may be longer than the masked chain's).
+    std::optional<int64_t> tileKeys = H::Internal::as_const_int(ctpv.rvars[0].extent());
+    const int T = tileKeys ? (int)*tileKeys : (int)kDefaultOnlineTile;
     // Tile buffers: allocated once per task, except the fully visible chain's, which Halide may
     // drop from a specialisation (N < tile) and then cannot hoist; grouped, a tile has the rows
     // of one group, so those buffers have a constant size (stack, not heap).
     // Under key ranges (a padding mask), KeyRangeLoops.cpp bounds a tile loop to the tiles in
     // range only where nothing computed in it outlives an iteration: the buffers stay in the
-    // loop, sized by the task's rows so that they are constant (on the stack). A one-key tile (--online-tile=1)
+    // loop, sized by the task's rows so that they are constant (on the stack), as are the fully
+    // visible chain's (unbounded, whole tiles of sdpa's were heap allocations, one per tile). A one-key tile (--online-tile=1)
     // is not hoisted either: Halide drops the extent-1 buffer's Realize and then cannot hoist it.
     auto place = [&](H::Func f, const std::vector<H::Var> &fvars) {
       f.compute_at(tile);
       if (!c.full && !G.keyRanged && T > 1)
         f.hoist_storage(hoist);
       for (const H::Var &a : fvars)
-        if (a.name() == g.queryVar && (G.grouped || G.keyRanged))
+        if (a.name() == g.queryVar && (G.grouped || G.keyRanged || c.full))
           f.bound_storage(a, G.grouped ? G.queryGroup : prm.queryTile);
     };
     // Scores: rows x T keys per step, the keys as one T-wide vector (T/vec registers per row).

@@ -126,6 +126,10 @@ struct OnlineGroup {
   FuncIndex rowKeys = kNoFunc;
   FuncIndex groupKeys = kNoFunc;
   int tile = 0;          // keys per tile
+  // Keys per tile of the chain without a mask test where its tiles are longer than `tile`
+  // (attn.online_softmax's whole_tile: no mask; its chain covers the keys up to a multiple of it,
+  // the masked chain's tiles of `tile` keys the rest); 0 otherwise.
+  int wholeTile = 0;
   Halide::Expr keyCount; // with keyCount >= tile every key read is a plain offset from its tile's
                          // first key, which schedules specialise for
   // Under mask bounds the state is indexed by (query group, row in group) in place of the query

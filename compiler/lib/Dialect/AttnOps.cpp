@@ -310,6 +310,12 @@ LogicalResult OnlineSoftmaxOp::verify() {
                                << " index names";
   if (getTile() <= 0)
     return emitOpError("tile must be positive, not ") << getTile();
+  if (std::optional<uint64_t> w = getWholeTile()) {
+    if ((int64_t)*w < getTile() || (int64_t)*w % getTile() != 0)
+      return emitOpError("whole_tile must be a multiple of the tile, not ") << *w;
+    if (hasMask())
+      return emitOpError("whole_tile needs a score without a mask");
+  }
   ArrayRef<int64_t> rows = getRows();
   if (rows.size() != getScoreIndices().size())
     return emitOpError("has ") << rows.size() << " row entries but " << getScoreIndices().size()

@@ -132,6 +132,10 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   const std::string name = op.getName().str();
   const bool weights = op.getUnnormalized();
   const int T = (int)op.getTile();
+  // Tiles that every slot of counts (no mask, not the shifted last tile) may be longer
+  // (whole_tile): a chain of their own then covers the keys up to the last multiple of it, and
+  // the tiles of `tile` keys the rest.
+  const int TW = (int)op.getWholeTile().value_or(0);
   const int queryGroup = (int)op.getQueryGroup();
   std::vector<std::string> varNames = strings(op.getIndices());
   std::vector<H::Var> vars = makeVars(op.getIndices());
@@ -157,7 +161,7 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   // scales exactly; it only flushes exps below 2^-126 (relative to the row's largest, 2^-k, they
   // are under 2^-95 for 2^31 keys: far below a float's resolution of the sum).
   const H::Expr tileScale =
-      H::reinterpret<float>((127 - (32 - H::count_leading_zeros(H::max(Nk, T) - 1))) << 23);
+      H::reinterpret<float>((127 - (32 - H::count_leading_zeros(H::max(Nk, std::max(T, TW)) - 1))) << 23);
   // The result's extents, by index.
   std::vector<H::Expr> extents;
   for (Value e : op.getExtents())
@@ -221,7 +225,7 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     return score;
   };
 
-  auto tileRDom = [&](const std::string &owner) {
+  auto tileRDom = [&](const std::string &owner, int T) {
     std::vector<H::Internal::ReductionVariable> rv{{owner + "$" + keyName, H::Expr(0), H::Expr(T)}};
     return H::RDom(H::Internal::ReductionDomain(rv));
   };
@@ -238,6 +242,7 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   struct Chain {
     LoweredFunc score, tmax, texp, tsum, tpv;
     bool full;
+    int tile; // keys per tile
   };
   // Under key ranges (`<o>__tkeys`, `<o>__gkeys`), where the scores or values are read through a
   // table (a paged cache's page ids), a masked chain's slots are kept inside the visible keys:
@@ -246,13 +251,13 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   // mask). A key the mask hides inside the range is read, but its table entries are not looked
   // up: the reads' checks are guarded by the mask (Lowerer::readGuard_).
   H::Expr keyFloor, keyCeil; // the first visible key and one past the last, per row
-  auto makeChain = [&](const std::string &sfx, bool full) {
+  auto makeChain = [&](const std::string &sfx, bool full, int T) {
     Chain c{scoreFunc("score" + sfx, !full),
             weights ? LoweredFunc() : part("tmax" + sfx, FuncRole::OnlineTileMax),
             part("texp" + sfx, FuncRole::OnlineTileExp),
             weights ? LoweredFunc() : part("tsum" + sfx, FuncRole::OnlineTileSum),
             part("tpv" + sfx, FuncRole::OnlineTileValue),
-            full};
+            full, T};
     // The first key of tile t, the key in slot r (min(r, Nk - 1) only bites when Nk < T), and
     // whether the slot holds a key this tile counts.
     auto base = [&](H::Expr t) { return H::max(H::min(t * T, Nk - T), 0); };
@@ -289,7 +294,7 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     } else {
       c.tmax.vars = rowVars, c.tmax.varNames = rowNames;
       c.tmax.vars.push_back(kt), c.tmax.varNames.push_back(tileName);
-      H::RDom rm = tileRDom(c.tmax.name);
+      H::RDom rm = tileRDom(c.tmax.name, T);
       c.tmax.func(rowsTile(kt)) = lo;
       c.tmax.func(rowsTile(kt)) = H::max(c.tmax.func(rowsTile(kt)), scoreAt(kt, rm));
       c.tmax.rvars = {rm[0]}, c.tmax.rvarNames = {keyName}, c.tmax.reduceKind = "max";
@@ -306,7 +311,7 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
           nanExp(sk - H::max(c.tmax.func(rowsTile(kt)), finite)) * tileScale;
 
       c.tsum.vars = c.tmax.vars, c.tsum.varNames = c.tmax.varNames;
-      H::RDom rs = tileRDom(c.tsum.name);
+      H::RDom rs = tileRDom(c.tsum.name, T);
       c.tsum.func(rowsTile(kt)) = 0.0f;
       c.tsum.func(rowsTile(kt)) += c.texp.func(texpArgs(rs, kt));
       c.tsum.rvars = {rs[0]}, c.tsum.rvarNames = {keyName}, c.tsum.reduceKind = "sum";
@@ -314,7 +319,7 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
 
     c.tpv.vars = vars, c.tpv.varNames = varNames;
     c.tpv.vars.push_back(kt), c.tpv.varNames.push_back(tileName);
-    H::RDom rp = tileRDom(c.tpv.name);
+    H::RDom rp = tileRDom(c.tpv.name, T);
     Block &vb = op.getValue().front();
     Env venv;
     for (size_t i = 0; i < vars.size(); ++i)
@@ -597,7 +602,10 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     return std::make_pair(vis, full);
   };
   std::tie(visible, fully) = allPreds(H::Expr(0));
-  const bool split = fully.defined();
+  // Whole tiles of TW keys: with no mask, the tiles [0, Nk / TW) (every slot a key no other tile
+  // counts), then the tiles of T keys after them.
+  const bool whole = TW > 0 && sy.getValues().size() == 1 && !fully.defined() && !visible.defined();
+  const bool split = fully.defined() || whole;
   // The masked and the fully visible chain's tiles are disjoint by construction.
   const bool disjoint = !ranges.empty() || groupLo.defined();
 
@@ -658,8 +666,8 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
 
   std::vector<Chain> chains;
   if (split)
-    chains.push_back(makeChain("_full", true));
-  chains.push_back(makeChain("", false));
+    chains.push_back(makeChain("_full", true, whole ? TW : T));
+  chains.push_back(makeChain("", false, T));
   {
     // Where the masked chain's score may look up tables: inside the visible range, where the
     // mask shows the key.
@@ -677,9 +685,20 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
       guardTableReads(chains.back().score.func.value(), keyName, visible);
   }
   for (Chain &c : chains) {
+    // Whole tiles: [0, Nk / TW) as a predicate, not the extent, which keeps the clamps of the key
+    // reads (as tilePreds' `t < Nk / T`): over an empty extent (Nk < TW) Halide bounded the reads
+    // of the loop's t = -1, keys below 0. The tiles of T keys start after the whole ones.
+    const int TC = whole && c.full ? TW : T;
+    H::Expr first = 0, tiles = (Nk + TC - 1) / TC;
+    if (whole && !c.full) {
+      first = Nk / TW * (TW / T);
+      tiles = tiles - first;
+    }
     std::vector<H::Internal::ReductionVariable> rtv{
-        {state.name + "$" + tileName + (c.full ? "_full" : ""), H::Expr(0), (Nk + T - 1) / T}};
+        {state.name + "$" + tileName + (c.full ? "_full" : ""), first, tiles}};
     H::RDom rt{H::Internal::ReductionDomain(rtv)};
+    if (whole && c.full)
+      rt.where(rt.x < Nk / TW);
     if (visible.defined()) {
       auto [vis, full] = allPreds(rt);
       // (Key ranges are disjoint already: `vis && !full` would be a union that Halide cannot
@@ -715,7 +734,7 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   OnlineGroup group;
   group.name = name;
   group.normalized = !weights;
-  group.tile = T, group.keyCount = Nk, group.grouped = grouped, group.queryGroup = queryGroup;
+  group.tile = T, group.wholeTile = whole ? TW : 0, group.keyCount = Nk, group.grouped = grouped, group.queryGroup = queryGroup;
   group.keyRanged = !ranges.empty() || keyLo.defined() || groupLo.defined();
   for (size_t k = 0; k < vars.size(); ++k)
     group.extents.push_back({varNames[k], extents[k]});
@@ -736,7 +755,7 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
       ++k;
     }
     loops.predicates = allPreds;
-    loops.split = split;
+    loops.split = fully.defined(); // (whole tiles count as the tiles of T keys they hold)
     loops.disjoint = disjoint;
     group.visits = lowerTileVisits(loops);
   }

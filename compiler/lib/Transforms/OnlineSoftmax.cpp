@@ -190,19 +190,25 @@ std::optional<Match> match(attn::SoftmaxOp p, std::string &why) {
   return m;
 }
 
+// The points of an axis of extent `ext` in the kernel holding `at`: a constant, or the size
+// estimate (--sizes); -1 when neither says.
+int64_t estimatedExtent(Value ext, Operation *at) {
+  if (std::optional<int64_t> c = constantExtent(ext))
+    return *c;
+  if (auto d = ext.getDefiningOp<attn::DimOp>()) {
+    auto kernel = at->getParentOfType<attn::KernelOp>();
+    if (auto est = kernel->getAttrOfType<DictionaryAttr>(kEstimatesAttr))
+      if (auto v = est.getAs<IntegerAttr>(d.getSize()))
+        return v.getInt();
+  }
+  return -1;
+}
+
 // Keys per tile for a key axis of extent `ext` in the kernel holding `at`.
 int64_t chooseTile(Value ext, Operation *at, int64_t forced) {
   if (forced > 0)
     return forced;
-  int64_t n = -1;
-  if (std::optional<int64_t> c = constantExtent(ext))
-    n = *c;
-  else if (auto d = ext.getDefiningOp<attn::DimOp>()) {
-    auto kernel = at->getParentOfType<attn::KernelOp>();
-    if (auto est = kernel->getAttrOfType<DictionaryAttr>(kEstimatesAttr))
-      if (auto v = est.getAs<IntegerAttr>(d.getSize()))
-        n = v.getInt();
-  }
+  int64_t n = estimatedExtent(ext, at);
   // Fewer keys than a tile: one tile of the keys rounded up to a vector multiple.
   if (n > 0 && n < kDefaultTile)
     return std::max<int64_t>(16, (n + 15) / 16 * 16);
@@ -326,7 +332,8 @@ void rewrite(Match &m, int64_t tile, int64_t queryGroup) {
   Value keyExtent = m.p.getExtents()[m.p.getAxes()[0]];
   auto op = b.create<attn::OnlineSoftmaxOp>(m.def.getLoc(), type, name, m.def.getExtents(),
                                             keyExtent, m.def.getIndices(), m.p.getIndices(), m.rows,
-                                            tile, queryGroup);
+                                            tile, queryGroup, /*unnormalized=*/false,
+                                            /*whole_tile=*/nullptr);
   op.getScore().takeBody(m.p.getBody());
   if (m.p.hasSink())
     op.getSink().takeBody(m.p.getSink());
@@ -480,8 +487,8 @@ bool rewriteWeighted(WeightMatch &m, int64_t tile, int64_t queryGroup) {
   rows.push_back(-1);
   auto op = b.create<attn::OnlineSoftmaxOp>(m.def.getLoc(), type, name, m.def.getExtents(),
                                             m.red.getExtents()[0], m.def.getIndices(),
-                                            b.getStrArrayAttr(scoreNames), rows, tile, queryGroup);
-  op.setUnnormalized(true);
+                                            b.getStrArrayAttr(scoreNames), rows, tile, queryGroup,
+                                            /*unnormalized=*/true, /*whole_tile=*/nullptr);
   if (whole)
     for (NamedAttribute a : m.def->getDiscardableAttrs())
       if (a.getName().getValue().starts_with("attn."))
@@ -597,6 +604,8 @@ struct OnlineSoftmaxPass : impl::OnlineSoftmaxPassBase<OnlineSoftmaxPass> {
                                " is negative");
       return signalPassFailure();
     }
+    llvm::SmallPtrSet<Operation *, 8> before;
+    getOperation().walk([&](attn::OnlineSoftmaxOp op) { before.insert(op); });
     SmallVector<attn::SoftmaxOp> softmaxes;
     getOperation().walk([&](attn::SoftmaxOp p) { softmaxes.push_back(p); });
     for (attn::SoftmaxOp p : softmaxes) {
@@ -633,9 +642,17 @@ struct OnlineSoftmaxPass : impl::OnlineSoftmaxPassBase<OnlineSoftmaxPass> {
     }
     // Every online softmax, fused now or by an earlier run: a recorded analysis is recomputed,
     // never trusted.
-    getOperation().walk([](attn::OnlineSoftmaxOp op) {
+    getOperation().walk([&](attn::OnlineSoftmaxOp op) {
       recordKeyMask(op);
       recordGroupKeys(op);
+      // A softmax fused now with no mask and the default tile streams its keys in longer tiles
+      // where they are whole (Passes.h, kWholeOnlineTile). Weighted sums (no softmax) keep theirs.
+      if (tile == 0 && !before.contains(op) && !op.getUnnormalized() && !op.hasMask() &&
+          op.getTile() == kDefaultTile) {
+        int64_t n = estimatedExtent(op.getKeyExtent(), op);
+        if (n < 0 || n >= kWholeOnlineTile)
+          op.setWholeTile(kWholeOnlineTile);
+      }
     });
   }
 };

@@ -184,6 +184,11 @@ def Attn_OnlineSoftmaxOp : Attn_Op<"online_softmax", [Pure, RecursiveMemoryEffec
     is attn.softmax's sink: each row's result is scaled by l / (l + exp(sink - m)) after the last
     tile (m, l the row's running max and sum of exps), which is the same normalisation.
 
+    With `whole_tile` (a multiple of `tile`; only without a mask), the keys up to the last
+    multiple of `whole_tile` are streamed in tiles of that many keys, and the rest in tiles of
+    `tile`: every slot of the longer tiles is a key, and the rest wastes no more slots than
+    tiles of `tile` alone.
+
     With `unnormalized`, no softmax is taken: the score region yields each key's weight itself
     (sigmoid or ReLU attention's `sigmoid(s - b)`, a masked key weighing 0) and the result is
     sum_j weight(rows, j) * value(indices, j), streamed over the same key tiles with a plain
@@ -201,7 +206,7 @@ def Attn_OnlineSoftmaxOp : Attn_Op<"online_softmax", [Pure, RecursiveMemoryEffec
   let arguments = (ins StrAttr:$name, Variadic<Index>:$extents, Index:$key_extent, StrArrayAttr:$indices,
                        StrArrayAttr:$score_indices, DenseI64ArrayAttr:$rows, I64Attr:$tile,
                        ConfinedAttr<DefaultValuedAttr<I64Attr, "32">, [IntPositive]>:$query_group,
-                       UnitAttr:$unnormalized);
+                       UnitAttr:$unnormalized, OptionalAttr<I64Attr>:$whole_tile);
   let results = (outs Attn_Tensor:$result);
   let regions = (region SizedRegion<1>:$score, SizedRegion<1>:$value, MaxSizedRegion<1>:$sink);
   let assemblyFormat = [{
