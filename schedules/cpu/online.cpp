@@ -51,8 +51,11 @@ struct OnlineParams {
   int scoreRows = 2;          // rows of the score GEMM kept in registers
   int valueRows = 4;          // rows of the exp x V GEMM kept in registers
   int valueVectors = 4; // vectors of the value index per row in registers (D = 64 with AVX-512)
-  int scoreKeys = 128;  // keys per block of the score GEMM (a tile or more: the whole tile)
+  int scoreKeys = 128;  // keys per block of the score GEMM (a tile or more: the whole tile;
+                        // defaults() sets it from the target)
   int valueKeys = 128;  // keys per block of the exps x V GEMM (a tile or more: the whole tile)
+  // The score block of whole tiles (OnlineGroup::wholeTile: no mask, no row guard): rows x keys.
+  int wholeScoreRows = 2, wholeScoreKeys = 128;
 };
 
 H::Var varNamed(const LoweredFunc &f, const std::string &n) {
@@ -86,7 +89,15 @@ std::vector<LoweredFunc> cloneContractions(LoweredKernel &k, const OnlinePattern
           std::find(contractions.begin(), contractions.end(), f) != contractions.end();
       if (!contraction && f->role != FuncRole::Define)
         continue;
+      // Halide (21) cannot deep-copy a Func that already has a clone (an earlier chain's):
+      // its schedule's wrappers are copied too, and the earlier clone is not in the copy's map
+      // (an internal error naming it). The wrappers are set aside while it clones, then put back.
+      std::map<std::string, H::Internal::FunctionPtr> &wrappers =
+          f->func.function().schedule().wrappers();
+      std::map<std::string, H::Internal::FunctionPtr> earlier;
+      earlier.swap(wrappers);
       H::Func clone = f->func.clone_in(consumer);
+      wrappers.insert(earlier.begin(), earlier.end());
       if (contraction) {
         LoweredFunc view = *f;
         view.func = clone;
@@ -228,6 +239,9 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
     // The chain's keys per tile (whole tiles may be longer than the masked chain's).
     std::optional<int64_t> tileKeys = H::Internal::as_const_int(ctpv.rvars[0].extent());
     const int T = tileKeys ? (int)*tileKeys : (int)kDefaultOnlineTile;
+    const bool wholeTiles = c.full && G.wholeTile > G.tile && T == G.wholeTile;
+    const int scoreRows = wholeTiles ? prm.wholeScoreRows : prm.scoreRows;
+    const int scoreKeys = wholeTiles ? prm.wholeScoreKeys : prm.scoreKeys;
     // Tile buffers: allocated once per task, except the fully visible chain's, which Halide may
     // drop from a specialisation (N < tile) and then cannot hoist; grouped, a tile has the rows
     // of one group, so those buffers have a constant size (stack, not heap).
@@ -236,10 +250,16 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
     // loop, sized by the task's rows so that they are constant (on the stack), as are the fully
     // visible chain's (unbounded, whole tiles of sdpa's were heap allocations, one per tile). A one-key tile (--online-tile=1)
     // is not hoisted either: Halide drops the extent-1 buffer's Realize and then cannot hoist it.
+    // A group's whole tiles' are on the stack by request: Halide guards each of their iterations,
+    // producers included, by the range's test, which made their buffers conditional allocations,
+    // on the heap (one malloc per tile: packed sequences, H8 N4096, 59 ms against 58 with no
+    // whole tiles); hoisting them fails as above.
     auto place = [&](H::Func f, const std::vector<H::Var> &fvars) {
       f.compute_at(tile);
       if (!c.full && !G.keyRanged && T > 1)
         f.hoist_storage(hoist);
+      if (c.groupWhole)
+        f.store_in(H::MemoryType::Stack);
       for (const H::Var &a : fvars)
         if (a.name() == g.queryVar && (G.grouped || G.keyRanged || c.full))
           f.bound_storage(a, G.grouped ? G.queryGroup : prm.queryTile);
@@ -274,16 +294,15 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
         intm.update().reorder(u, dO).vectorize(u);
         continue;
       }
-      if (hasVar(*C, g.queryVar) && prm.scoreRows > 1) {
+      if (hasVar(*C, g.queryVar) && scoreRows > 1) {
         H::Var ci = varNamed(*C, g.queryVar), cio(C->func.name() + "_ro"),
                cii(C->func.name() + "_ri");
-        cu.split(ci, cio, cii, prm.scoreRows, H::TailStrategy::GuardWithIf);
-        if (prm.scoreKeys > 0 && prm.scoreKeys < T && T % prm.scoreKeys == 0 &&
-            prm.scoreKeys % vec == 0) {
+        cu.split(ci, cio, cii, scoreRows, H::TailStrategy::GuardWithIf);
+        if (scoreKeys > 0 && scoreKeys < T && T % scoreKeys == 0 && scoreKeys % vec == 0) {
           H::Var kvo(C->func.name() + "_ko"), kvi(C->func.name() + "_ki");
-          cu.split(kv, kvo, kvi, prm.scoreKeys, H::TailStrategy::GuardWithIf)
+          cu.split(kv, kvo, kvi, scoreKeys, H::TailStrategy::GuardWithIf)
               .reorder(kvi, cii, C->rvars[0], cio, kvo)
-              .vectorize(kvi, prm.scoreKeys)
+              .vectorize(kvi, scoreKeys)
               .unroll(cii);
         } else {
           cu.reorder(kv, cii, C->rvars[0], cio)
@@ -454,14 +473,18 @@ public:
 
   std::vector<Knob> knobs(const Match &m, const LoweredKernel &k, const Target &t) const override {
     const OnlineGroups &g = std::get<OnlineGroups>(m);
-    OnlineParams d = defaults(g, k);
+    OnlineParams d = defaults(g, k, t);
     std::vector<int> queryTiles =
         decodeStep(g) ? std::vector<int>{1, 2, 4, 8, 16} : std::vector<int>{16, 32, 64};
+    std::vector<int> scoreKeyChoices = {32, 64, 128};
+    if (std::find(scoreKeyChoices.begin(), scoreKeyChoices.end(), d.scoreKeys) ==
+        scoreKeyChoices.end()) // (SSE's 4 lanes: 16)
+      scoreKeyChoices.insert(scoreKeyChoices.begin(), d.scoreKeys);
     std::vector<Knob> ks = {{"online.query_tile", queryTiles, d.queryTile},
                             {"online.score_rows", {1, 2, 4}, d.scoreRows},
                             {"online.value_rows", {2, 4, 8}, d.valueRows},
                             {"online.value_vectors", {1, 2, 4}, d.valueVectors},
-                            {"online.score_keys", {32, 64, 128}, d.scoreKeys},
+                            {"online.score_keys", scoreKeyChoices, d.scoreKeys},
                             {"online.value_keys", {32, 64, 128}, d.valueKeys}};
     // The generic knobs only where Funcs outside the online groups (projections) take them.
     std::vector<bool> grouped = groupedFuncs(g, k);
@@ -481,13 +504,22 @@ public:
     for (FuncIndex i = 0; i < k.funcs.size(); ++i)
       if (!grouped[i])
         scheduleGenericFunc(k.funcs[i], t, params, &k);
-    OnlineParams prm = defaults(g, k);
+    OnlineParams prm = defaults(g, k, t);
     prm.queryTile = params.get("online.query_tile", prm.queryTile);
     prm.scoreRows = params.get("online.score_rows", prm.scoreRows);
     prm.valueRows = params.get("online.value_rows", prm.valueRows);
     prm.valueVectors = params.get("online.value_vectors", prm.valueVectors);
     prm.scoreKeys = params.get("online.score_keys", prm.scoreKeys);
     prm.valueKeys = params.get("online.value_keys", prm.valueKeys);
+    // Whole tiles' scores in blocks of 4 vectors of keys by as many rows as keep the accumulators
+    // at half the vector registers (4 rows with AVX-512's 32, 2 with AVX2's 16): per head-dimension
+    // step, 4 key loads and a broadcast per row for rows x 4 FMAs, against 8 loads and 2
+    // broadcasts for 16 FMAs in 2 rows x 8 vectors. Zen 4, 2 threads, A/B in one process (ms):
+    // sdpa B1 H8 N2048 D64 57.2 -> 54.7, N256 1.80 -> 1.13, packed sequences H8 N4096
+    // 59.8 -> 55.6. Not for the masked tiles: causal N2048 31.2 -> 34.5 (its row guards).
+    // online.score_rows / online.score_keys, when given, set every chain's.
+    prm.wholeScoreRows = params.get("online.score_rows", t.avx512 ? 4 : 2);
+    prm.wholeScoreKeys = params.get("online.score_keys", 4 * t.floatLanes);
     for (const OnlinePattern &group : g.groups)
       scheduleGroup(k, group, t, prm, params);
   }
@@ -504,8 +536,13 @@ private:
                        [](const OnlinePattern &p) { return !p.rowsShareKeys; });
   }
 
-  static OnlineParams defaults(const OnlineGroups &g, const LoweredKernel &k) {
+  static OnlineParams defaults(const OnlineGroups &g, const LoweredKernel &k, const Target &t) {
     OnlineParams d;
+    // The score block's accumulators take half the vector registers (AVX-512 has 32, AVX2 16):
+    // 2 rows x 8 vectors of keys with AVX-512 (128 keys), 2 x 4 with AVX2 (32). AVX2 with
+    // 2 x 16 (all 16 registers): causal B1 H8 N2048 D64, Zen 4 running the AVX2 target, A/B in
+    // one process: 69.5 ms, against 41.5 at 2 x 4 and 59.8 at 2 x 8.
+    d.scoreKeys = (t.avx512 ? 8 : 4) * t.floatLanes;
     if (decodeStep(g))
       d.queryTile = kDecodeRows;
     for (const OnlinePattern &p : g.groups)

@@ -100,6 +100,10 @@ struct OnlineChain {
   int stage = 0;
   // The fully visible tiles (`<o>__tmax_full`, ...): no mask test, every slot a key.
   bool full = false;
+  // Among them, the whole tiles of a group's key ranges (`<o>__tmax_whole`, ...: whole_tile keys
+  // each, inside every row's visible keys), whose updates Halide guards as a whole (producers
+  // included) by the range's test.
+  bool groupWhole = false;
 };
 
 // One attn.online_softmax as HalideGen lowered it (lowerOnline): its Funcs, by index, and what the
@@ -125,10 +129,12 @@ struct OnlineGroup {
   // (generic rules compute them at root, when forced on such a kernel).
   FuncIndex rowKeys = kNoFunc;
   FuncIndex groupKeys = kNoFunc;
-  int tile = 0;          // keys per tile
+  int tile = 0; // keys per tile
   // Keys per tile of the chain without a mask test where its tiles are longer than `tile`
-  // (attn.online_softmax's whole_tile: no mask; its chain covers the keys up to a multiple of it,
-  // the masked chain's tiles of `tile` keys the rest); 0 otherwise.
+  // (attn.online_softmax's whole_tile): with no mask its chain covers the keys up to a multiple
+  // of it, the masked chain's tiles of `tile` keys the rest; under a group's key ranges a chain
+  // of its own (OnlineChain::groupWhole) covers the whole tiles inside every row's keys; 0
+  // otherwise.
   int wholeTile = 0;
   Halide::Expr keyCount; // with keyCount >= tile every key read is a plain offset from its tile's
                          // first key, which schedules specialise for

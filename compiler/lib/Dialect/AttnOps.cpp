@@ -313,8 +313,9 @@ LogicalResult OnlineSoftmaxOp::verify() {
   if (std::optional<uint64_t> w = getWholeTile()) {
     if ((int64_t)*w < getTile() || (int64_t)*w % getTile() != 0)
       return emitOpError("whole_tile must be a multiple of the tile, not ") << *w;
-    if (hasMask())
-      return emitOpError("whole_tile needs a score without a mask");
+    if (hasMask() && !((*this)->hasAttr(kGroupKeysAttr) && !(*this)->hasAttr(kBoundsAttr)))
+      return emitOpError("whole_tile needs a score without a mask, or a mask whose visible keys "
+                         "are taken per query group (attn.group_keys, no attn.bounds)");
   }
   ArrayRef<int64_t> rows = getRows();
   if (rows.size() != getScoreIndices().size())

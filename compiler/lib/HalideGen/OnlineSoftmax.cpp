@@ -160,8 +160,8 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   // by the sum of exps once after the last tile instead of after every tile. A power of two
   // scales exactly; it only flushes exps below 2^-126 (relative to the row's largest, 2^-k, they
   // are under 2^-95 for 2^31 keys: far below a float's resolution of the sum).
-  const H::Expr tileScale =
-      H::reinterpret<float>((127 - (32 - H::count_leading_zeros(H::max(Nk, std::max(T, TW)) - 1))) << 23);
+  const H::Expr tileScale = H::reinterpret<float>(
+      (127 - (32 - H::count_leading_zeros(H::max(Nk, std::max(T, TW)) - 1))) << 23);
   // The result's extents, by index.
   std::vector<H::Expr> extents;
   for (Value e : op.getExtents())
@@ -257,7 +257,8 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
             part("texp" + sfx, FuncRole::OnlineTileExp),
             weights ? LoweredFunc() : part("tsum" + sfx, FuncRole::OnlineTileSum),
             part("tpv" + sfx, FuncRole::OnlineTileValue),
-            full, T};
+            full,
+            T};
     // The first key of tile t, the key in slot r (min(r, Nk - 1) only bites when Nk < T), and
     // whether the slot holds a key this tile counts.
     auto base = [&](H::Expr t) { return H::max(H::min(t * T, Nk - T), 0); };
@@ -448,6 +449,10 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   // The group's fully visible tiles [gFs, gFe) and the masked ones before and after them,
   // [groupLo, gHe) and [gTs, groupHi).
   H::Expr gFs, gFe, gHe, gTs;
+  // With whole tiles (whole_tile), the group's whole tiles of TW keys inside its fully visible
+  // ones, [gWs, gWe) in tiles of TW, and, in tiles of T, the fully visible tiles before and after
+  // them, [gFs, gWs * TW / T) and [gWe * TW / T, gFe).
+  H::Expr gWs, gWe;
   auto groupKeys = op->getAttrOfType<DenseI64ArrayAttr>(attn::kGroupKeysAttr);
   if (groupKeys && qpos >= 0 && sy.getValues().size() == 2) {
     // Both are scheduled with the tiles (OnlineGroup::groupKeys, OnlineGroup::rowKeys).
@@ -499,6 +504,11 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     gFs = H::select(hasFull, fs, z), gFe = H::select(hasFull, fe, z);
     gHe = H::select(hasFull, fs, groupHi);
     gTs = H::select(hasFull, fe, groupHi);
+    if (TW > 0 && !entries) {
+      H::Expr ws = (g[2] + TW - 1) / TW, we = H::min(g[3] / TW, Nk / TW);
+      H::Expr hasWhole = hasFull && ws < we;
+      gWs = H::select(hasWhole, ws, z), gWe = H::select(hasWhole, we, z);
+    }
   }
   const bool grouped = visible.defined() || groupLo.defined();
 
@@ -606,6 +616,9 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   // counts), then the tiles of T keys after them.
   const bool whole = TW > 0 && sy.getValues().size() == 1 && !fully.defined() && !visible.defined();
   const bool split = fully.defined() || whole;
+  // Whole tiles of TW keys inside a group's fully visible ones (packed sequences): a chain of
+  // their own, besides the fully visible and the masked chains of tiles of T keys.
+  const bool groupWhole = gWs.defined();
   // The masked and the fully visible chain's tiles are disjoint by construction.
   const bool disjoint = !ranges.empty() || groupLo.defined();
 
@@ -665,6 +678,8 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   };
 
   std::vector<Chain> chains;
+  if (groupWhole)
+    chains.push_back(makeChain("_whole", true, TW));
   if (split)
     chains.push_back(makeChain("_full", true, whole ? TW : T));
   chains.push_back(makeChain("", false, T));
@@ -688,18 +703,32 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     // Whole tiles: [0, Nk / TW) as a predicate, not the extent, which keeps the clamps of the key
     // reads (as tilePreds' `t < Nk / T`): over an empty extent (Nk < TW) Halide bounded the reads
     // of the loop's t = -1, keys below 0. The tiles of T keys start after the whole ones.
-    const int TC = whole && c.full ? TW : T;
+    const bool wholeChain = c.tile != T;
+    const int TC = c.tile;
     H::Expr first = 0, tiles = (Nk + TC - 1) / TC;
     if (whole && !c.full) {
       first = Nk / TW * (TW / T);
       tiles = tiles - first;
     }
-    std::vector<H::Internal::ReductionVariable> rtv{
-        {state.name + "$" + tileName + (c.full ? "_full" : ""), first, tiles}};
+    std::vector<H::Internal::ReductionVariable> rtv{{state.name + "$" + tileName +
+                                                         (wholeChain && groupWhole ? "_whole"
+                                                          : c.full                 ? "_full"
+                                                                                   : ""),
+                                                     first, tiles}};
     H::RDom rt{H::Internal::ReductionDomain(rtv)};
     if (whole && c.full)
       rt.where(rt.x < Nk / TW);
-    if (visible.defined()) {
+    if (groupWhole && wholeChain) {
+      rt.where(rt.x >= gWs && rt.x < gWe);
+      state.maskBounded = grouped;
+    } else if (groupWhole && c.full) {
+      // The fully visible tiles of T keys around the whole ones: two ranges, which
+      // KeyRangeLoops.cpp runs as two loops.
+      H::Expr t = rt.x, R = TW / T;
+      H::Expr a = H::select(gWs < gWe, gWs * R, gFe), b = H::select(gWs < gWe, gWe * R, gFe);
+      rt.where((t >= gFs && t < a) || (t >= b && t < gFe));
+      state.maskBounded = grouped;
+    } else if (visible.defined()) {
       auto [vis, full] = allPreds(rt);
       // (Key ranges are disjoint already: `vis && !full` would be a union that Halide cannot
       // solve for loop bounds. A group's masked tiles are two ranges, before and after its
@@ -734,7 +763,8 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   OnlineGroup group;
   group.name = name;
   group.normalized = !weights;
-  group.tile = T, group.wholeTile = whole ? TW : 0, group.keyCount = Nk, group.grouped = grouped, group.queryGroup = queryGroup;
+  group.tile = T, group.wholeTile = whole || groupWhole ? TW : 0, group.keyCount = Nk,
+  group.grouped = grouped, group.queryGroup = queryGroup;
   group.keyRanged = !ranges.empty() || keyLo.defined() || groupLo.defined();
   for (size_t k = 0; k < vars.size(); ++k)
     group.extents.push_back({varNames[k], extents[k]});
@@ -811,7 +841,7 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     if (!weights)
       oc.tsum = add(c.tsum);
     oc.tpv = add(c.tpv);
-    oc.stage = (int)stage, oc.full = c.full;
+    oc.stage = (int)stage, oc.full = c.full, oc.groupWhole = groupWhole && c.tile != T;
     group.chains.push_back(oc);
   }
   for (LoweredFunc *f : {&tkeys, &tranges, &rkeys, &gkeys})

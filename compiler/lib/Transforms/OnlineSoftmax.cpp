@@ -645,10 +645,12 @@ struct OnlineSoftmaxPass : impl::OnlineSoftmaxPassBase<OnlineSoftmaxPass> {
     getOperation().walk([&](attn::OnlineSoftmaxOp op) {
       recordKeyMask(op);
       recordGroupKeys(op);
-      // A softmax fused now with no mask and the default tile streams its keys in longer tiles
-      // where they are whole (Passes.h, kWholeOnlineTile). Weighted sums (no softmax) keep theirs.
-      if (tile == 0 && !before.contains(op) && !op.getUnnormalized() && !op.hasMask() &&
-          op.getTile() == kDefaultTile) {
+      // A softmax fused now with the default tile and no mask, or a mask whose visible keys are
+      // taken per query group (packed sequences), streams its keys in longer tiles where they
+      // are whole (Passes.h, kWholeOnlineTile). Weighted sums (no softmax) keep theirs.
+      bool groupKeys = op->hasAttr(attn::kGroupKeysAttr) && !op->hasAttr(attn::kBoundsAttr);
+      if (tile == 0 && !before.contains(op) && !op.getUnnormalized() &&
+          (!op.hasMask() || groupKeys) && op.getTile() == kDefaultTile) {
         int64_t n = estimatedExtent(op.getKeyExtent(), op);
         if (n < 0 || n >= kWholeOnlineTile)
           op.setWholeTile(kWholeOnlineTile);

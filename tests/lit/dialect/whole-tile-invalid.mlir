@@ -1,4 +1,5 @@
-// Tests the verifier diagnostics of attn.online_softmax's whole_tile (a multiple of the tile, no mask).
+// Tests the verifier diagnostics of attn.online_softmax's whole_tile (a multiple of the tile; no mask
+// unless its keys are taken per query group).
 // RUN: attn-opt %s -split-input-file -verify-diagnostics
 
 attn.kernel @multiple(%s: tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "s"})
@@ -40,7 +41,7 @@ attn.kernel @shorter(%s: tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.nam
 attn.kernel @masked(%s: tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "s"})
     -> (tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "o"}) {
   %N = attn.dim %s[0] as "N" : tensor<?x?xf32>
-  // expected-error @+1 {{'attn.online_softmax' op whole_tile needs a score without a mask}}
+  // expected-error @+1 {{'attn.online_softmax' op whole_tile needs a score without a mask, or a mask whose visible keys are taken per query group (attn.group_keys, no attn.bounds)}}
   %o = attn.online_softmax "o"[%N, %N] over %N rows [0, -1] tile 128 score {
   ^bb0(%i: index, %j: index):
     %x = attn.read %s[%i, %j] : tensor<?x?xf32>

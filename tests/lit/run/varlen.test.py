@@ -73,3 +73,21 @@ def visits(ids, causal, T=16, rows=32):
 
 
 print("visits", visits(seq, False), visits(seq, True), visits(mixed, False))
+
+# Longer sequences (N = 1110): a block's keys inside every row's sequence go in whole tiles of 256
+# keys where 256 of them fit (attn.online_softmax's whole_tile), the rest in tiles of 128.
+long_lengths = [300, 37, 513, 260]
+NL = sum(long_lengths)
+ql, kl, vl = (r.standard_normal((1, NL, 8)).astype(np.float32) for _ in range(3))
+seql = np.repeat(np.arange(len(long_lengths)), long_lengths).astype(np.int32)
+for name, a in [("ql", ql), ("kl", kl), ("vl", vl)]:
+    np.save(f"{out}/{name}.npy", a)
+np.save(f"{out}/seql.npy", seql)
+ol, start = np.zeros((1, NL, 8)), 0
+for n in long_lengths:
+    sl = slice(start, start + n)
+    s = ql[:, sl].astype(np.float64) @ kl[:, sl].astype(np.float64).transpose(0, 2, 1) / np.sqrt(8)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    ol[:, sl] = (p / p.sum(axis=-1, keepdims=True)) @ vl[:, sl].astype(np.float64)
+    start += n
+np.save(f"{out}/long_np.npy", ol)

@@ -184,10 +184,12 @@ def Attn_OnlineSoftmaxOp : Attn_Op<"online_softmax", [Pure, RecursiveMemoryEffec
     is attn.softmax's sink: each row's result is scaled by l / (l + exp(sink - m)) after the last
     tile (m, l the row's running max and sum of exps), which is the same normalisation.
 
-    With `whole_tile` (a multiple of `tile`; only without a mask), the keys up to the last
-    multiple of `whole_tile` are streamed in tiles of that many keys, and the rest in tiles of
-    `tile`: every slot of the longer tiles is a key, and the rest wastes no more slots than
-    tiles of `tile` alone.
+    With `whole_tile` (a multiple of `tile`), the keys up to the last multiple of `whole_tile`
+    are streamed in tiles of that many keys, and the rest in tiles of `tile`: every slot of the
+    longer tiles is a key, and the rest wastes no more slots than tiles of `tile` alone. It needs
+    a score without a mask, or one whose mask's visible keys are taken per query group
+    (`attn.group_keys`, no `attn.bounds`): there the whole tiles are those inside every row's
+    visible keys, in tiles of `whole_tile`.
 
     With `unnormalized`, no softmax is taken: the score region yields each key's weight itself
     (sigmoid or ReLU attention's `sigmoid(s - b)`, a masked key weighing 0) and the result is
