@@ -54,7 +54,7 @@ struct OnlineParams {
   int scoreKeys = 128;  // keys per block of the score GEMM (a tile or more: the whole tile;
                         // defaults() sets it from the target)
   int valueKeys = 128;  // keys per block of the exps x V GEMM (a tile or more: the whole tile)
-  // The score block of whole tiles (OnlineGroup::wholeTile: no mask, no row guard): rows x keys.
+  // The score block of whole tiles (longer than the group's tile: no mask, no row guard).
   int wholeScoreRows = 2, wholeScoreKeys = 128;
 };
 
@@ -239,7 +239,7 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
     // The chain's keys per tile (whole tiles may be longer than the masked chain's).
     std::optional<int64_t> tileKeys = H::Internal::as_const_int(ctpv.rvars[0].extent());
     const int T = tileKeys ? (int)*tileKeys : (int)kDefaultOnlineTile;
-    const bool wholeTiles = c.full && G.wholeTile > G.tile && T == G.wholeTile;
+    const bool wholeTiles = T > G.tile; // (only whole tiles are longer than the group's)
     const int scoreRows = wholeTiles ? prm.wholeScoreRows : prm.scoreRows;
     const int scoreKeys = wholeTiles ? prm.wholeScoreKeys : prm.scoreKeys;
     // Tile buffers: allocated once per task, except the fully visible chain's, which Halide may

@@ -100,6 +100,9 @@ struct OnlineChain {
   int stage = 0;
   // The fully visible tiles (`<o>__tmax_full`, ...): no mask test, every slot a key.
   bool full = false;
+  // Its tiles may be longer than the group's `tile` (attn.online_softmax's whole_tile): with no
+  // mask this chain covers the keys up to a multiple of it, the masked chain's tiles the rest;
+  // under a group's key ranges a chain of its own covers the whole tiles inside every row's keys.
   // Among them, the whole tiles of a group's key ranges (`<o>__tmax_whole`, ...: whole_tile keys
   // each, inside every row's visible keys), whose updates Halide guards as a whole (producers
   // included) by the range's test.
@@ -129,13 +132,7 @@ struct OnlineGroup {
   // (generic rules compute them at root, when forced on such a kernel).
   FuncIndex rowKeys = kNoFunc;
   FuncIndex groupKeys = kNoFunc;
-  int tile = 0; // keys per tile
-  // Keys per tile of the chain without a mask test where its tiles are longer than `tile`
-  // (attn.online_softmax's whole_tile): with no mask its chain covers the keys up to a multiple
-  // of it, the masked chain's tiles of `tile` keys the rest; under a group's key ranges a chain
-  // of its own (OnlineChain::groupWhole) covers the whole tiles inside every row's keys; 0
-  // otherwise.
-  int wholeTile = 0;
+  int tile = 0;          // keys per tile
   Halide::Expr keyCount; // with keyCount >= tile every key read is a plain offset from its tile's
                          // first key, which schedules specialise for
   // Under mask bounds the state is indexed by (query group, row in group) in place of the query

@@ -242,7 +242,8 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   struct Chain {
     LoweredFunc score, tmax, texp, tsum, tpv;
     bool full;
-    int tile; // keys per tile
+    int tile;        // keys per tile
+    std::string sfx; // of its Funcs' names and its tile index's (`_whole`, `_full` or none)
   };
   // Under key ranges (`<o>__tkeys`, `<o>__gkeys`), where the scores or values are read through a
   // table (a paged cache's page ids), a masked chain's slots are kept inside the visible keys:
@@ -258,7 +259,8 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
             weights ? LoweredFunc() : part("tsum" + sfx, FuncRole::OnlineTileSum),
             part("tpv" + sfx, FuncRole::OnlineTileValue),
             full,
-            T};
+            T,
+            sfx};
     // The first key of tile t, the key in slot r (min(r, Nk - 1) only bites when Nk < T), and
     // whether the slot holds a key this tile counts.
     auto base = [&](H::Expr t) { return H::max(H::min(t * T, Nk - T), 0); };
@@ -704,17 +706,13 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     // reads (as tilePreds' `t < Nk / T`): over an empty extent (Nk < TW) Halide bounded the reads
     // of the loop's t = -1, keys below 0. The tiles of T keys start after the whole ones.
     const bool wholeChain = c.tile != T;
-    const int TC = c.tile;
-    H::Expr first = 0, tiles = (Nk + TC - 1) / TC;
+    H::Expr first = 0, tiles = (Nk + c.tile - 1) / c.tile;
     if (whole && !c.full) {
       first = Nk / TW * (TW / T);
       tiles = tiles - first;
     }
-    std::vector<H::Internal::ReductionVariable> rtv{{state.name + "$" + tileName +
-                                                         (wholeChain && groupWhole ? "_whole"
-                                                          : c.full                 ? "_full"
-                                                                                   : ""),
-                                                     first, tiles}};
+    std::vector<H::Internal::ReductionVariable> rtv{
+        {state.name + "$" + tileName + c.sfx, first, tiles}};
     H::RDom rt{H::Internal::ReductionDomain(rtv)};
     if (whole && c.full)
       rt.where(rt.x < Nk / TW);
@@ -763,8 +761,7 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
   OnlineGroup group;
   group.name = name;
   group.normalized = !weights;
-  group.tile = T, group.wholeTile = whole || groupWhole ? TW : 0, group.keyCount = Nk,
-  group.grouped = grouped, group.queryGroup = queryGroup;
+  group.tile = T, group.keyCount = Nk, group.grouped = grouped, group.queryGroup = queryGroup;
   group.keyRanged = !ranges.empty() || keyLo.defined() || groupLo.defined();
   for (size_t k = 0; k < vars.size(); ++k)
     group.extents.push_back({varNames[k], extents[k]});
