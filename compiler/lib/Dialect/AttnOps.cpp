@@ -313,9 +313,12 @@ LogicalResult OnlineSoftmaxOp::verify() {
   if (std::optional<uint64_t> w = getWholeTile()) {
     if ((int64_t)*w < getTile() || (int64_t)*w % getTile() != 0)
       return emitOpError("whole_tile must be a multiple of the tile, not ") << *w;
-    if (hasMask() && !((*this)->hasAttr(kGroupKeysAttr) && !(*this)->hasAttr(kBoundsAttr)))
+    auto keyMask = (*this)->getAttrOfType<KeyMaskAttr>(kKeyMaskAttr);
+    if (hasMask() && !(((*this)->hasAttr(kGroupKeysAttr) || (keyMask && keyMask.getKeyOnly())) &&
+                       !(*this)->hasAttr(kBoundsAttr)))
       return emitOpError("whole_tile needs a score without a mask, or a mask whose visible keys "
-                         "are taken per query group (attn.group_keys, no attn.bounds)");
+                         "are taken per query group or per key (attn.group_keys or a key_only "
+                         "attn.key_mask, no attn.bounds)");
   }
   ArrayRef<int64_t> rows = getRows();
   if (rows.size() != getScoreIndices().size())

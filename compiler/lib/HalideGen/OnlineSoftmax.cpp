@@ -589,6 +589,12 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
         tranges.func(kargs) = H::Tuple(fs, fe, ps, pe);
         for (int c = 0; c < 4; ++c)
           ranges.push_back(tranges.func(kargs)[c]);
+        if (TW > 0) {
+          // Whole tiles of TW keys inside the fully visible range.
+          const int R = TW / T;
+          H::Expr ws = (ranges[0] + R - 1) / R, we = ranges[1] / R;
+          gWs = H::select(ws < we, ws, z), gWe = H::select(ws < we, we, z);
+        }
       } else {
         keyLo = loT, keyHi = hiC; // empty without a visible key (lo = Nk, hi = 0)
       }
@@ -723,8 +729,9 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
       // The fully visible tiles of T keys around the whole ones: two ranges, which
       // KeyRangeLoops.cpp runs as two loops.
       H::Expr t = rt.x, R = TW / T;
-      H::Expr a = H::select(gWs < gWe, gWs * R, gFe), b = H::select(gWs < gWe, gWe * R, gFe);
-      rt.where((t >= gFs && t < a) || (t >= b && t < gFe));
+      H::Expr fs = ranges.empty() ? gFs : ranges[0], fe = ranges.empty() ? gFe : ranges[1];
+      H::Expr a = H::select(gWs < gWe, gWs * R, fe), b = H::select(gWs < gWe, gWe * R, fe);
+      rt.where((t >= fs && t < a) || (t >= b && t < fe));
       state.maskBounded = grouped;
     } else if (visible.defined()) {
       auto [vis, full] = allPreds(rt);

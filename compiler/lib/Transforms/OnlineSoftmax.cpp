@@ -649,6 +649,9 @@ struct OnlineSoftmaxPass : impl::OnlineSoftmaxPassBase<OnlineSoftmaxPass> {
       // taken per query group (packed sequences), streams its keys in longer tiles where they
       // are whole (Passes.h, kWholeOnlineTile). Weighted sums (no softmax) keep theirs.
       bool groupKeys = op->hasAttr(attn::kGroupKeysAttr) && !op->hasAttr(attn::kBoundsAttr);
+      if (auto km = op->getAttrOfType<attn::KeyMaskAttr>(attn::kKeyMaskAttr))
+        groupKeys |= km.getKeyOnly() && !op->hasAttr(attn::kBoundsAttr) &&
+                     !op->hasAttr(attn::kGroupKeysAttr);
       if (tile == 0 && !before.contains(op) && !op.getUnnormalized() &&
           (!op.hasMask() || groupKeys) && op.getTile() == kDefaultTile) {
         int64_t n = estimatedExtent(op.getKeyExtent(), op);

@@ -41,7 +41,7 @@ attn.kernel @shorter(%s: tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.nam
 attn.kernel @masked(%s: tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "s"})
     -> (tensor<?x?xf32> {attn.dims = #attn.dims<N, N>, attn.name = "o"}) {
   %N = attn.dim %s[0] as "N" : tensor<?x?xf32>
-  // expected-error @+1 {{'attn.online_softmax' op whole_tile needs a score without a mask, or a mask whose visible keys are taken per query group (attn.group_keys, no attn.bounds)}}
+  // expected-error @+1 {{'attn.online_softmax' op whole_tile needs a score without a mask, or a mask whose visible keys are taken per query group or per key (attn.group_keys or a key_only attn.key_mask, no attn.bounds)}}
   %o = attn.online_softmax "o"[%N, %N] over %N rows [0, -1] tile 128 score {
   ^bb0(%i: index, %j: index):
     %x = attn.read %s[%i, %j] : tensor<?x?xf32>

@@ -188,8 +188,9 @@ def Attn_OnlineSoftmaxOp : Attn_Op<"online_softmax", [Pure, RecursiveMemoryEffec
     are streamed in tiles of that many keys, and the rest in tiles of `tile`: every slot of the
     longer tiles is a key, and the rest wastes no more slots than tiles of `tile` alone. It needs
     a score without a mask, or one whose mask's visible keys are taken per query group
-    (`attn.group_keys`, no `attn.bounds`): there the whole tiles are those inside every row's
-    visible keys, in tiles of `whole_tile`.
+    (`attn.group_keys`) or depend on the key alone (`attn.key_mask` with `key_only`, a padding
+    mask), with no `attn.bounds`: there the whole tiles are those inside every row's visible
+    keys, in tiles of `whole_tile`.
 
     With `unnormalized`, no softmax is taken: the score region yields each key's weight itself
     (sigmoid or ReLU attention's `sigmoid(s - b)`, a masked key weighing 0) and the result is
