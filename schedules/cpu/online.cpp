@@ -441,10 +441,29 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   // clamps slots only for fewer keys), so the tile loops are dense vector loads; causal attention
   // without this read its scores through gathers and ran at 0.9x sdpa's time instead of ~0.55x.
   // A head dimension known at compile time lets Halide drop the value loop's tail handling.
+  // Whole tiles under key ranges or query groups (padding, packed sequences) get a
+  // specialisation of their own for at least a whole tile of keys: their loops over the tiles
+  // are bounded by data, so Halide cannot learn Nk >= 256 from them (as it does from sdpa's
+  // `t < Nk / 256`), and under Nk >= 128 alone every score row of a whole tile had a guard per
+  // vector. Zen 4, 2 threads, B1/B2 H8 D64, against 128-key tiles, A/B in one process (ms):
+  // packed sequences N4096 54.9 vs 58.2 (was 58.6 vs 60.7), padding N1536 39.7 vs 42.0 (was
+  // 40.5 vs 42.6). It costs a copy of the code: AOT compiles of padding_mask 16 -> 20-23 s,
+  // varlen_attention 13.5 -> 19-22 s. Dropping the Nk >= 128 copy instead made padding at
+  // N = 200 1.5x slower (2.9 -> 4.5 ms).
   std::optional<H::Stage> full;
   const bool tiled = G.keyCount.defined() && G.tile > 0;
-  if (tiled)
-    full = specializeFor(O.func, {G.keyCount >= G.tile}, t)[0];
+  int longest = G.tile;
+  for (const OnlineChain &c : G.chains)
+    if (std::optional<int64_t> n = H::Internal::as_const_int(at(c.tpv)->rvars[0].extent()))
+      longest = std::max(longest, (int)*n);
+  std::vector<std::optional<H::Stage>> branches;
+  if (tiled && longest > G.tile && (G.grouped || G.keyRanged))
+    branches = specializeFor(O.func, {G.keyCount >= longest, G.keyCount >= G.tile}, t);
+  else if (tiled)
+    branches = specializeFor(O.func, {G.keyCount >= G.tile}, t);
+  for (const std::optional<H::Stage> &b : branches)
+    if (b)
+      full = b;
   // The head-dimension copies are the whole-tile copy's where there is one: a JIT compile whose
   // sizes have fewer keys than a tile (no whole-tile copy) runs the general copy, as ahead of time.
   // An online softmax that is not an output (differential attention's two, read by the
@@ -454,8 +473,13 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   H::Expr De;
   if (!g.valueVar.empty() && O.varNames.back() == g.valueVar && (full || !tiled))
     De = O.isOutput ? O.func.output_buffer().dim(0).extent() : valueExtent;
-  if (De.defined())
-    specializeFor(full ? *full : H::Stage(O.func), {De == 64, De == 128}, t);
+  if (De.defined()) {
+    if (!full)
+      specializeFor(H::Stage(O.func), {De == 64, De == 128}, t);
+    for (const std::optional<H::Stage> &b : branches)
+      if (b)
+        specializeFor(*b, {De == 64, De == 128}, t);
+  }
 }
 
 class CpuOnlineRule : public ScheduleRule {

@@ -373,8 +373,11 @@ TEST(DenseNumerics, PaddingMask) {
     QkvShape s;
     int padded;
   };
+  // (200 keys: the kernel's copy for 128 to 255 keys; 600: whole tiles of 256 keys, its copy
+  // for at least 256, cpu-online.)
   for (Case c : {Case{{3, 2, 5, 9, 4}, 1}, Case{{1, 1, 1, 1, 3}, -1}, Case{{2, 2, 12, 1, 8}, 0},
-                 Case{{2, 3, 17, 29, 16}, -1}}) {
+                 Case{{2, 3, 17, 29, 16}, -1}, Case{{2, 2, 33, 200, 64}, -1},
+                 Case{{3, 1, 20, 600, 64}, 2}}) {
     const QkvShape s = c.s;
     std::vector<int32_t> m((size_t)s.B * s.Nk);
     for (int b = 0; b < s.B; ++b)

@@ -265,8 +265,12 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     // whether the slot holds a key this tile counts.
     auto base = [&](H::Expr t) { return H::max(H::min(t * T, Nk - T), 0); };
     // (In a full tile base(t) = t*T and r < Nk; the clamped form keeps Halide's bounds of the
-    // key reads inside the keys, since they do not see the tile loop's predicate.)
-    auto slotKey = [&](H::Expr t, H::Expr r) { return base(t) + H::min(r, Nk - 1); };
+    // key reads inside the keys, since they do not see the tile loop's predicate.) A full chain
+    // runs only tiles with t*T + T <= Nk, so there the clamp is a promise: the same bounds, and
+    // no min computed. (The schedules' specialisation for Nk >= T then makes the tiles dense.)
+    auto slotKey = [&](H::Expr t, H::Expr r) {
+      return base(t) + (full ? H::unsafe_promise_clamped(r, 0, Nk - 1) : H::min(r, Nk - 1));
+    };
     const bool clamped = !full && keyFloor.defined();
     auto keyAt = [&](H::Expr t, H::Expr r) {
       if (!clamped)
@@ -723,7 +727,9 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     if (whole && c.full)
       rt.where(rt.x < Nk / TW);
     if (groupWhole && wholeChain) {
-      rt.where(rt.x >= gWs && rt.x < gWe);
+      // (`t < Nk / TW` as well: Halide bounds the loop by it, so that where a specialisation
+      // has fewer keys than a whole tile the chain is dropped, not compiled.)
+      rt.where(rt.x >= gWs && rt.x < gWe && rt.x < Nk / TW);
       state.maskBounded = grouped;
     } else if (groupWhole && c.full) {
       // The fully visible tiles of T keys around the whole ones: two ranges, which
@@ -731,7 +737,7 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
       H::Expr t = rt.x, R = TW / T;
       H::Expr fs = ranges.empty() ? gFs : ranges[0], fe = ranges.empty() ? gFe : ranges[1];
       H::Expr a = H::select(gWs < gWe, gWs * R, fe), b = H::select(gWs < gWe, gWe * R, fe);
-      rt.where((t >= fs && t < a) || (t >= b && t < fe));
+      rt.where(((t >= fs && t < a) || (t >= b && t < fe)) && t < Nk / T);
       state.maskBounded = grouped;
     } else if (visible.defined()) {
       auto [vis, full] = allPreds(rt);
