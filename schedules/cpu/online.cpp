@@ -406,10 +406,18 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
     std::vector<H::Var> a = kT.args();
     std::swap(a[0], a[1]);
     H::LoopLevel at = batch.empty() ? H::LoopLevel::root() : H::LoopLevel(O.func, batch.front());
+    // A vector of keys at a time, all of its head dimensions before the next: the vector's rows
+    // (4 KiB at D=64) stay in L1 while their gathers run, where a pass over every key per
+    // dimension brought each row in from L2 once per dimension. A/B in one process, Zen 4, 2
+    // threads: sliding window W512 N4096 42.1 -> 41.2 ms; sdpa N2048 unchanged (51.1 ms).
+    H::Var jo(a[0].name() + "_o"), ji(a[0].name() + "_i");
+    std::vector<H::VarOrRVar> order{ji, a[1], jo};
+    order.insert(order.end(), a.begin() + 2, a.end());
     kT.compute_at(at)
         .reorder_storage(a)
-        .reorder(std::vector<H::VarOrRVar>(a.begin(), a.end()))
-        .vectorize(a[0], vec, H::TailStrategy::GuardWithIf);
+        .split(a[0], jo, ji, vec, H::TailStrategy::GuardWithIf)
+        .reorder(order)
+        .vectorize(ji);
     // Rows of the copy (one per head-dimension index) one cache line longer than the keys: at
     // a power-of-two key count they would be a multiple of 4 KiB apart, so a tile's 64 rows
     // would share one L1 set and evict each other. Measured on Zen 5, B1 H8 N2048 D64, one
