@@ -648,12 +648,11 @@ struct OnlineSoftmaxPass : impl::OnlineSoftmaxPassBase<OnlineSoftmaxPass> {
       // A softmax fused now with the default tile and no mask, or a mask whose visible keys are
       // taken per query group (packed sequences), streams its keys in longer tiles where they
       // are whole (Passes.h, kWholeOnlineTile). Weighted sums (no softmax) keep theirs.
-      bool groupKeys = op->hasAttr(attn::kGroupKeysAttr) && !op->hasAttr(attn::kBoundsAttr);
-      if (auto km = op->getAttrOfType<attn::KeyMaskAttr>(attn::kKeyMaskAttr))
-        groupKeys |= km.getKeyOnly() && !op->hasAttr(attn::kBoundsAttr) &&
-                     !op->hasAttr(attn::kGroupKeysAttr);
+      auto km = op->getAttrOfType<attn::KeyMaskAttr>(attn::kKeyMaskAttr);
+      bool rangedKeys = (op->hasAttr(attn::kGroupKeysAttr) || (km && km.getKeyOnly())) &&
+                        !op->hasAttr(attn::kBoundsAttr);
       if (tile == 0 && !before.contains(op) && !op.getUnnormalized() &&
-          (!op.hasMask() || groupKeys) && op.getTile() == kDefaultTile) {
+          (!op.hasMask() || rangedKeys) && op.getTile() == kDefaultTile) {
         int64_t n = estimatedExtent(op.getKeyExtent(), op);
         if (n < 0 || n >= kWholeOnlineTile)
           op.setWholeTile(kWholeOnlineTile);
