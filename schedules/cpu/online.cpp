@@ -115,6 +115,11 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
                    const OnlineParams &prm, const ScheduleParams &params) {
   const int vec = t.floatLanes;
   auto at = [&](FuncIndex i) { return &k.funcs[i]; };
+  // A chain's keys per tile (whole tiles are longer than the group's), if constant.
+  auto chainKeys = [&](const OnlineChain &c) -> std::optional<int> {
+    std::optional<int64_t> n = H::Internal::as_const_int(at(c.tpv)->rvars[0].extent());
+    return n ? std::optional<int>((int)*n) : std::nullopt;
+  };
   const OnlineGroup &G = k.onlineGroups[g.group];
   LoweredFunc &O = *at(G.output);
   LoweredFunc &S = *at(G.state);
@@ -236,9 +241,7 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   for (const OnlineChain &c : G.chains) {
     H::LoopLevel tile(S.func, S.rvars[c.stage]);
     LoweredFunc &ctexp = *at(c.texp), &ctpv = *at(c.tpv);
-    // The chain's keys per tile (whole tiles may be longer than the masked chain's).
-    std::optional<int64_t> tileKeys = H::Internal::as_const_int(ctpv.rvars[0].extent());
-    const int T = tileKeys ? (int)*tileKeys : (int)kDefaultOnlineTile;
+    const int T = chainKeys(c).value_or((int)kDefaultOnlineTile);
     const bool wholeTiles = T > G.tile; // (only whole tiles are longer than the group's)
     const int scoreRows = wholeTiles ? prm.wholeScoreRows : prm.scoreRows;
     const int scoreKeys = wholeTiles ? prm.wholeScoreKeys : prm.scoreKeys;
@@ -462,8 +465,7 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   const bool tiled = G.keyCount.defined() && G.tile > 0;
   int longest = G.tile;
   for (const OnlineChain &c : G.chains)
-    if (std::optional<int64_t> n = H::Internal::as_const_int(at(c.tpv)->rvars[0].extent()))
-      longest = std::max(longest, (int)*n);
+    longest = std::max(longest, chainKeys(c).value_or(G.tile));
   std::vector<std::optional<H::Stage>> branches;
   if (tiled && longest > G.tile && (G.grouped || G.keyRanged))
     branches = specializeFor(O.func, {G.keyCount >= longest, G.keyCount >= G.tile}, t);

@@ -100,12 +100,10 @@ struct OnlineChain {
   int stage = 0;
   // The fully visible tiles (`<o>__tmax_full`, ...): no mask test, every slot a key.
   bool full = false;
-  // Its tiles may be longer than the group's `tile` (attn.online_softmax's whole_tile): with no
-  // mask this chain covers the keys up to a multiple of it, the masked chain's tiles the rest;
-  // under a group's key ranges a chain of its own covers the whole tiles inside every row's keys.
-  // Among them, the whole tiles of a group's key ranges (`<o>__tmax_whole`, ...: whole_tile keys
-  // each, inside every row's visible keys), whose updates Halide guards as a whole (producers
-  // included) by the range's test.
+  // The whole tiles of a group's key ranges (`<o>__tmax_whole`, ...: attn.online_softmax's
+  // whole_tile keys each, inside every row's visible keys), whose updates Halide guards as a
+  // whole (producers included) by the range's test. (Without a mask the full chain's tiles are
+  // the whole ones, the masked chain's the rest: a chain's tile length is its tpv's key extent.)
   bool groupWhole = false;
 };
 

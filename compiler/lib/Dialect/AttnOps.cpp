@@ -287,6 +287,12 @@ void OnlineSoftmaxOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueName
     setNameFn(region.front().getArguments().back(),
               cast<StringAttr>(getScoreIndices()[key]).getValue());
 }
+bool OnlineSoftmaxOp::hasRangedKeys() {
+  auto keyMask = (*this)->getAttrOfType<KeyMaskAttr>(kKeyMaskAttr);
+  return ((*this)->hasAttr(kGroupKeysAttr) || (keyMask && keyMask.getKeyOnly())) &&
+         !(*this)->hasAttr(kBoundsAttr);
+}
+
 unsigned OnlineSoftmaxOp::getKeyPosition() {
   ArrayRef<int64_t> rows = getRows();
   return std::find(rows.begin(), rows.end(), -1) - rows.begin();
@@ -313,9 +319,7 @@ LogicalResult OnlineSoftmaxOp::verify() {
   if (std::optional<uint64_t> w = getWholeTile()) {
     if ((int64_t)*w < getTile() || (int64_t)*w % getTile() != 0)
       return emitOpError("whole_tile must be a multiple of the tile, not ") << *w;
-    auto keyMask = (*this)->getAttrOfType<KeyMaskAttr>(kKeyMaskAttr);
-    if (hasMask() && !(((*this)->hasAttr(kGroupKeysAttr) || (keyMask && keyMask.getKeyOnly())) &&
-                       !(*this)->hasAttr(kBoundsAttr)))
+    if (hasMask() && !hasRangedKeys())
       return emitOpError("whole_tile needs a score without a mask, or a mask whose visible keys "
                          "are taken per query group or per key (attn.group_keys or a key_only "
                          "attn.key_mask, no attn.bounds)");

@@ -648,11 +648,8 @@ struct OnlineSoftmaxPass : impl::OnlineSoftmaxPassBase<OnlineSoftmaxPass> {
       // A softmax fused now with the default tile and no mask, or a mask whose visible keys are
       // taken per query group (packed sequences), streams its keys in longer tiles where they
       // are whole (Passes.h, kWholeOnlineTile). Weighted sums (no softmax) keep theirs.
-      auto km = op->getAttrOfType<attn::KeyMaskAttr>(attn::kKeyMaskAttr);
-      bool rangedKeys = (op->hasAttr(attn::kGroupKeysAttr) || (km && km.getKeyOnly())) &&
-                        !op->hasAttr(attn::kBoundsAttr);
       if (tile == 0 && !before.contains(op) && !op.getUnnormalized() &&
-          (!op.hasMask() || rangedKeys) && op.getTile() == kDefaultTile) {
+          (!op.hasMask() || op.hasRangedKeys()) && op.getTile() == kDefaultTile) {
         int64_t n = estimatedExtent(op.getKeyExtent(), op);
         if (n < 0 || n >= kWholeOnlineTile)
           op.setWholeTile(kWholeOnlineTile);

@@ -219,6 +219,9 @@ def Attn_OnlineSoftmaxOp : Attn_Op<"online_softmax", [Pure, RecursiveMemoryEffec
   let extraClassDeclaration = [{
     bool hasMask() { return getScore().front().getTerminator()->getNumOperands() == 2; }
     bool hasSink() { return !getSink().empty(); }
+    // Whether the mask's visible keys are taken per query group or per key (attn.group_keys or a
+    // key_only attn.key_mask) with no attn.bounds: the masks under which whole tiles may run.
+    bool hasRangedKeys();
     // Position of the key among the score's indices.
     unsigned getKeyPosition();
     // Position of the query row among the score's indices: the innermost one that is a row (-1
