@@ -306,15 +306,20 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     };
     // In a partly visible tile, a slot that does not count or whose key the mask hides has the
     // exp (or weight) -0, which nothing else gives (an exp times a positive scale is +0 at the
-    // least, and a weight has 0 added): the exps x values step then tells those slots by one
-    // load and compare per row and key, instead of the slot and mask conditions (2.2x the full
-    // chain's time per tile with them, sliding window W512 N4096, Zen 4, Halide profiler).
+    // least, and a weight of -0 is stored as +0): the exps x values step then tells those slots
+    // by one load and compare per row and key, instead of the slot and mask conditions (2.2x the
+    // full chain's time per tile with them, sliding window W512 N4096, Zen 4, Halide profiler).
+    // (Both zeros are made at run time from tileScale's bits, whose sign is 0: Halide's CSE and
+    // equality take the float constants -0 and 0 for one another, so a constant -0 may become
+    // every 0 of the kernel, or the reverse.)
     const H::Expr signBit = H::Internal::make_const(H::UInt(32), 0x80000000u);
+    const H::Expr posZero = H::reinterpret<float>(H::reinterpret<uint32_t>(tileScale) & signBit);
+    const H::Expr negZero = H::reinterpret<float>(H::reinterpret<uint32_t>(posZero) ^ signBit);
     auto marked = [&](H::Expr e) {
       if (full)
         return e;
-      return H::select(slotVisible(kt, key), weights ? e + 0.0f : e,
-                       H::reinterpret<float>(signBit));
+      return H::select(slotVisible(kt, key), weights ? H::select(e == 0.0f, posZero, e) : e,
+                       negZero);
     };
 
     if (weights) {

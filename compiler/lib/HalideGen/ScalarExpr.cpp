@@ -21,9 +21,11 @@ H::Expr Lowerer::castTo(Type t, H::Expr e) {
 // the divisor's own NaN test and sign from being folded.
 // A divisor that is not a constant here may still become a constant 0 in Halide's lowering
 // (known sizes, the out-of-range part of a loop over a `.zero` read: rsqrt(x.zero(..)) gave
-// "Division by constant zero", fuzz seed 772683725). It is divided as b + -0.0, which is b
-// for every float (-0 + -0 = -0) and which strict floats never fold, so the hardware divides
-// and gives IEEE's result.
+// "Division by constant zero", fuzz seed 772683725). It is divided as b * 1.0, which is b
+// for every float and which strict floats never fold, so the hardware divides and gives IEEE's
+// result. (Not b + -0.0: Halide's CSE takes the constant -0.0 for 0.0 and merged every 0 of a
+// kernel into one of them, so `max(x, 0)` (relu) gave -0 for a negative x, and 1 / relu(x) -inf
+// where the reference gives +inf; regressions/negative-zero-constant.test.)
 H::Expr Lowerer::fdiv(const H::Expr &a, const H::Expr &b) {
   // Simplified after common subexpression elimination: `b` is a DAG (every use of a value shares
   // its Expr) that the simplifier would walk as a tree, exponentially long for nested builtins
@@ -31,7 +33,7 @@ H::Expr Lowerer::fdiv(const H::Expr &a, const H::Expr &b) {
   const std::optional<double> z = Halide::Internal::as_const_float(
       Halide::Internal::simplify(Halide::Internal::common_subexpression_elimination(b)));
   if (!z)
-    return a / (b + H::Expr(-0.0f));
+    return a / (b * H::Expr(1.0f));
   if (*z != 0.0)
     return a / b;
   const float inf = std::numeric_limits<float>::infinity();

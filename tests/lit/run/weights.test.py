@@ -37,3 +37,20 @@ qg, kg, vg = save("qg", (B, 4, 40, D)), save("kg", (B, 2, 40, D)), save("vg", (B
 kh, vh = np.repeat(kg, 2, axis=1), np.repeat(vg, 2, axis=1)
 sg = np.einsum("bhid,bhjd->bhij", qg, kh) / np.sqrt(D)
 np.save(f"{d}/gqa_np.npy", 0.5 * qg + np.einsum("bhij,bhje->bhie", sigmoid(sg - 2.0), vh))
+# A value row of +inf at key 150 under the causal ReLU weights: rows before it never read it (the
+# fused plan's reading of the select as a mask); a row that sees it adds w * inf, +inf where its
+# weight is positive and NaN where it is 0 (an ordinary 0). With tiles of 128, rows 150..255 see
+# key 150 in a partly visible tile, the later rows in a fully visible one.
+vi = v.copy()
+vi[:, :, 150, :] = np.inf
+np.save(f"{d}/v_inf.npy", vi.astype(np.float32))
+w = np.where(causal, np.maximum(s, 0) / N, 0)
+v0 = v.copy()
+v0[:, :, 150, :] = 0
+o = np.einsum("bhij,bhje->bhie", w, v0)
+sees = np.arange(N) >= 150
+o = np.where((w[..., 150] > 0)[..., None], np.inf, o)
+o = np.where(((w[..., 150] == 0) & sees)[..., None], np.nan, o)
+for rows in [slice(150, 256), slice(256, N)]:
+    assert np.isnan(o[:, :, rows]).any() and np.isinf(o[:, :, rows]).any()
+np.save(f"{d}/relu_inf_np.npy", o)
