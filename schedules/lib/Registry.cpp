@@ -4,6 +4,7 @@
 #include "attnc/Transforms/Passes.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <stdexcept>
@@ -234,6 +235,31 @@ specializeFor(Halide::Stage s, const std::vector<Halide::Expr> &conds, const Tar
     }
   }
   return out;
+}
+
+std::string scheduleSpaceKey(const std::string &rule, const std::vector<Knob> &knobs,
+                             bool onlineTile) {
+  std::string text = std::to_string(kScheduleSpaceRevision);
+  auto list = [&](const std::vector<int> &v) {
+    for (int x : v)
+      text += std::to_string(x) + ",";
+  };
+  if (onlineTile) {
+    text += "|tile:";
+    list(kTunedOnlineTiles);
+  }
+  for (const Knob &k : knobs) {
+    text += "|" + k.name + ":";
+    list(k.choices);
+    text += "=" + std::to_string(k.dflt);
+  }
+  // FNV-1a, 64 bits: a stable name for the list (std::hash may differ between builds).
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text)
+    h = (h ^ c) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+  return rule + "/" + std::to_string(kScheduleSpaceRevision) + "/" + hex;
 }
 
 std::string Selection::name() const { return rule ? rule->name() : "none"; }

@@ -64,6 +64,76 @@ TEST(TuningDbMerge, DropsMeasurementsFromAnotherMachineOrARestart) {
 // Two processes, as two attn-tune runs on one database, each updating it many times: every
 // update of both must be there at the end (without the lock and the re-read under it, the last
 // writer's view wins).
+TEST(TuningDbMerge, DropsMeasurementsOfAnotherSpaceOrAttnc) {
+  TuningDb disk;
+  disk.entries.push_back(entry("sdpa.attn:sdpa", {{"tile=0;", 2.0}, {"tile=64;", 1.5}}));
+  disk.entries[0].space = "cpu-online/1/aaaa";
+  TuningEntry mine = entry("sdpa.attn:sdpa", {{"tile=0;", 2.1}});
+  mine.space = "cpu-online/1/bbbb";
+  disk.merge(mine, MergeOptions{});
+  EXPECT_EQ(disk.entries[0].tried, (std::map<std::string, double>{{"tile=0;", 2.1}}));
+  EXPECT_EQ(disk.entries[0].space, "cpu-online/1/bbbb");
+  mine.attncVersion = "9.9.9";
+  mine.tried = {{"tile=256;", 1.0}};
+  disk.merge(mine, MergeOptions{});
+  EXPECT_EQ(disk.entries[0].tried, (std::map<std::string, double>{{"tile=256;", 1.0}}));
+}
+
+TEST(TuningDbCombine, PoolsShardsAndTakesTheFastest) {
+  TuningDb a, b;
+  a.entries.push_back(entry("sdpa.attn:sdpa", {{"tile=0;", 2.0}, {"tile=64;", 1.5}}));
+  b.entries.push_back(
+      entry("sdpa.attn:sdpa", {{"tile=0;", 2.2}, {"tile=256;online.score_rows=4", 1.2}}));
+  b.entries.push_back(entry("causal.attn:causal", {{"tile=0;", 3.0}, {"tile=64;", 4.0}}));
+  a.entries[0].updated = "2026-01-01T00:00:00Z", b.entries[0].updated = "2026-01-02T00:00:00Z";
+  std::string err;
+  ASSERT_TRUE(a.combine(b, "b.json", &err)) << err;
+  ASSERT_EQ(a.entries.size(), 2u);
+  const TuningEntry &e = a.entries[0];
+  // Both measured the default: the later shard's time.
+  EXPECT_EQ(e.tried,
+            (std::map<std::string, double>{
+                {"tile=0;", 2.2}, {"tile=64;", 1.5}, {"tile=256;online.score_rows=4", 1.2}}));
+  EXPECT_EQ(e.onlineTile, 256);
+  EXPECT_EQ(e.params, (std::map<std::string, int>{{"online.score_rows", 4}}));
+  EXPECT_EQ(e.timeMs, 1.2);
+  EXPECT_EQ(e.defaultMs, 2.2);
+  // Nothing beat the default: the result is the default.
+  EXPECT_EQ(a.entries[1].onlineTile, 0);
+  EXPECT_TRUE(a.entries[1].params.empty());
+  EXPECT_EQ(a.entries[1].timeMs, 3.0);
+}
+
+TEST(TuningDbCombine, RefusesShardsMeasuredUnderOtherConditions) {
+  for (int what = 0; what < 4; ++what) {
+    TuningDb a, b;
+    a.entries.push_back(entry("sdpa.attn:sdpa", {{"tile=0;", 2.0}}));
+    b.entries.push_back(entry("sdpa.attn:sdpa", {{"tile=64;", 1.0}}));
+    TuningEntry &e = b.entries[0];
+    (what == 0 ? e.machine : what == 1 ? e.rule : what == 2 ? e.space : e.attncVersion) = "other";
+    std::string err;
+    EXPECT_FALSE(a.combine(b, "b.json", &err));
+    EXPECT_THAT(err,
+                ::testing::HasSubstr("b.json: sdpa.attn:sdpa [N=64] on x86-64-linux was measured"));
+    EXPECT_THAT(err, ::testing::HasSubstr("'other'"));
+  }
+}
+
+TEST(TuningDbConfigKey, RoundTrips) {
+  int tile = -1;
+  std::map<std::string, int> params;
+  const std::map<std::string, int> p = {{"online.score_rows", 4}, {"online.value_keys", 64}};
+  ASSERT_TRUE(parseConfigKey(configKey(256, p), &tile, &params));
+  EXPECT_EQ(tile, 256);
+  EXPECT_EQ(params, p);
+  ASSERT_TRUE(parseConfigKey("tile=0;", &tile, &params));
+  EXPECT_EQ(tile, 0);
+  EXPECT_TRUE(params.empty());
+  for (const char *bad : {"", "tile=;", "tile=64", "tile=x;", "tile=64;a", "tile=64;a=b",
+                          "tile=64;=3", "tile=64;b=1,a=2", "tile=064;"})
+    EXPECT_FALSE(parseConfigKey(bad, &tile, &params)) << bad;
+}
+
 TEST(TuningDbUpdate, ConcurrentWritersKeepEveryChange) {
   std::string tmpl = ::testing::TempDir();
   if (tmpl.empty() || tmpl.back() != '/')

@@ -2,10 +2,15 @@
 //
 // The search space is the applicable rule's knobs (Selection::knobs: tile sizes, register
 // blocks, vector widths, parallel fusion) and, for an online softmax, its key tile. The search
-// starts from the default schedule and goes by coordinate descent: each knob in turn takes each of
+// first samples the whole space in a pseudo-random order (--sample: a share of the budget), then
+// goes by coordinate descent from the fastest configuration found: each knob in turn takes each of
 // its other values with the rest at the best so far, keeping any change that is faster by more
 // than 1%, until a whole round changes nothing or the budget runs out. Every measured
 // configuration is saved to the database at once, so an interrupted run resumes where it stopped.
+// A job too large for one machine's budget is split: `--shard=I/N` measures the I-th of N
+// disjoint slices of the whole space (one pseudo-random order that every shard computes alike),
+// `--merge=OUT DB...` pools the shards' databases, and a last unsharded run resumes from the
+// pooled measurements (docs/tuning.md, "Tuning at scale").
 // Every candidate's output is compared with the default schedule's (a schedule must never change
 // results). Halide's own autoschedulers run on the same pipeline as baselines.
 #include "attnc/Compilation.h"
@@ -52,12 +57,17 @@ using Clock = std::chrono::steady_clock;
 // so a win now has to be larger than this machine's run-to-run noise between neighbouring runs.
 constexpr int kConfirmRounds = 7;
 constexpr double kConfirmMargin = 0.03;
+// A sharded search orders the whole space in memory (4 bytes per configuration); every rule's
+// space is far smaller (cpu-online with the generic knobs: under 60000).
+constexpr uint64_t kMaxShardedSpace = uint64_t(1) << 24;
 
 namespace cl = llvm::cl;
 using attnc::tool::fail;
 
 cl::OptionCategory category("attn-tune options");
-attnc::tool::CommandLine cli(category, "attn-tune FILE.attn --sizes=N=V,... [options]",
+attnc::tool::CommandLine cli(category,
+                             "attn-tune FILE.attn --sizes=N=V,... [options]\n"
+                             "       attn-tune --merge=OUT.json DB.json ...",
                              "attn-tune: error: ");
 
 // `text` as a number in lo..hi, or nullopt.
@@ -76,12 +86,8 @@ std::optional<int> parseCount(const std::string &text, int hi) {
   return (int)*d;
 }
 
-cl::list<std::string> inputs(cl::Positional, cl::desc("FILE.attn"), cl::cat(category),
-                             cl::callback([](const std::string &file) {
-                               if (inputs.size() > 1)
-                                 cli.error(inputs, "more than one input file ('" + inputs[0] +
-                                                       "' and '" + file + "')");
-                             }));
+// FILE.attn, or with --merge the databases to pool (checked in main: --merge may come last).
+cl::list<std::string> inputs(cl::Positional, cl::desc("FILE.attn"), cl::cat(category));
 
 cl::list<std::string> sizesArgs(
     "sizes", cl::desc("the sizes to tune for (every size the inputs use, unless -i gives it)"),
@@ -144,6 +150,45 @@ cl::list<std::string>
                    cli.error(inputFiles, "-i expects NAME=FILE.npy, got '" + s + "'");
                }));
 
+// "I/N" with 0 <= I < N.
+std::optional<std::pair<int, int>> parseShard(const std::string &text) {
+  size_t slash = text.find('/');
+  if (slash == std::string::npos)
+    return std::nullopt;
+  std::optional<int> n = parseCount(text.substr(slash + 1), 100000);
+  std::optional<int> i = text.substr(0, slash) == "0" ? std::optional<int>(0)
+                                                      : parseCount(text.substr(0, slash), 99999);
+  if (!i || !n || *i >= *n)
+    return std::nullopt;
+  return std::make_pair(*i, *n);
+}
+
+cl::opt<std::string> shardArg(
+    "shard",
+    cl::desc("measure only slice I of N of the whole space (a job array's task); pool the\n"
+             "slices' databases with --merge, then run once more without --shard"),
+    cl::value_desc("I/N"), cl::cat(category), cl::callback([](const std::string &v) {
+      if (!parseShard(v))
+        cli.error(shardArg, "--shard expects I/N with 0 <= I < N <= 100000, got '" + v + "'");
+    }));
+
+cl::opt<std::string> sampleArg(
+    "sample",
+    cl::desc("share of the budget and of --max-trials spent on a broad random sample of the\n"
+             "whole space before the local search (default 0.5; 0: local search only)"),
+    cl::value_desc("F"), cl::init("0.5"), cl::cat(category), cl::callback([](const std::string &v) {
+      if (!parseNumber(v, 0, 1))
+        cli.error(sampleArg, "--sample expects a share in 0..1, got '" + v + "'");
+    }));
+
+cl::opt<std::string> mergeArg(
+    "merge",
+    cl::desc("pool the tuning databases given as the arguments (shards of one job) into OUT"),
+    cl::value_desc("OUT.json"), cl::cat(category), cl::callback([](const std::string &path) {
+      if (path.empty())
+        cli.error(mergeArg, "--merge needs a path");
+    }));
+
 cl::opt<bool> restartArg("restart",
                          cl::desc("forget this entry's earlier measurements instead of resuming"),
                          cl::ValueDisallowed, cl::cat(category));
@@ -170,18 +215,6 @@ cl::list<std::string> importDirs("I", cl::desc("also search DIR for imports, as 
                                    if (dir.empty())
                                      cli.error(importDirs, "-I needs a directory");
                                  }));
-
-std::string machineName() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      size_t c = line.find(':');
-      std::string m = c == std::string::npos ? line : line.substr(c + 2);
-      return m + ", " + std::to_string(std::thread::hardware_concurrency()) + " threads";
-    }
-  return "unknown CPU, " + std::to_string(std::thread::hardware_concurrency()) + " threads";
-}
 
 // Merges this run's entry into the database as it is on disk now, under its lock: another
 // attn-tune on the same database keeps its entries and measurements.
@@ -479,8 +512,12 @@ int tuneOffline(Tuner &tu, const std::string &input, const std::string &dbPath, 
     const std::string targetKey = attnc::tuningTargetKey(tu.target);
     const std::string bucket = attnc::bucketOf(tu.sizes);
     attnc::TuningEntry *entry = &db.upsert(variant, targetKey, bucket);
+    const std::string space = attnc::scheduleSpaceKey(rule->name(), knobs, false);
+    if (entry->space != space || entry->attncVersion != attnc::attncVersion())
+      entry->offline.clear();
     entry->rule = rule->name(), entry->sizes = tu.sizes,
     entry->machine = "offline (ptxas " + arch + ")";
+    entry->space = space, entry->attncVersion = attnc::attncVersion();
     std::cout << "attn-tune " << variant << " for " << targetKey
               << " (no GPU here: checked by ptxas for " << arch << ", nothing timed)\n  rule "
               << rule->name() << ", " << knobs.size() << " knobs\n";
@@ -599,8 +636,9 @@ int tuneOffline(Tuner &tu, const std::string &input, const std::string &dbPath, 
 // The help text: the options in their order, and what a CUDA target gets instead of timing.
 attnc::tool::Usage usage() {
   attnc::tool::Usage usage;
-  usage.options = {sizesArgs,  kernelArg,  targetArg,   budgetArg, maxTrialsArg, dbArg,     repsArg,
-                   inputFiles, restartArg, noBaselines, ptxasArg,  defines,      importDirs};
+  usage.options = {sizesArgs, kernelArg, targetArg,  budgetArg,  maxTrialsArg,
+                   dbArg,     repsArg,   inputFiles, restartArg, noBaselines,
+                   shardArg,  mergeArg,  ptxasArg,   defines,    importDirs};
   usage.column = 21;
   usage.epilogue =
       "A CUDA target (x86-64-linux-cuda-cuda_capability_80|86) is checked offline: every "
@@ -616,8 +654,9 @@ attnc::tool::Usage usage() {
 // What the command line asks for, in the terms the run uses.
 struct Request {
   std::string input, targetStr, dbPath, kernelName, ptxasPath;
-  double budget = 0;
+  double budget = 0, sample = 0.5;
   int reps = 0, maxTrials = 0;
+  int shardIndex = 0, shardCount = 0; // --shard=I/N (N = 0: the whole search)
   bool restart = false, baselines = true;
   attnc::dsl::FrontEndOptions feOpts;
   std::map<std::string, int64_t> sizes;
@@ -633,6 +672,9 @@ Request request() {
   rq.reps = *parseCount(repsArg, 1000);
   rq.maxTrials = maxTrialsArg.getNumOccurrences() ? *parseCount(maxTrialsArg, 1000000) : 0;
   rq.restart = restartArg, rq.baselines = !noBaselines;
+  rq.sample = *parseNumber(sampleArg, 0, 1);
+  if (shardArg.getNumOccurrences())
+    std::tie(rq.shardIndex, rq.shardCount) = *parseShard(shardArg);
   rq.ptxasPath = ptxasArg;
   for (const std::string &def : defines) {
     size_t eq = def.find('=');
@@ -707,11 +749,30 @@ public:
     if (defaultMs < 0)
       return fail("the default schedule does not run at these sizes (see above)");
     double bestMs = defaultMs;
-    const bool outOfTime = search(&best, &bestMs);
-    confirm(&best, &bestMs, &defaultMs);
+    bool outOfTime;
+    if (rq.shardCount) {
+      outOfTime = sample(&best, &bestMs);
+    } else {
+      // Broad, then local: a share of the budget samples the whole space (shard 0 of 1), the rest
+      // refines the fastest configuration found (or measured by an earlier run) by descent.
+      startFromEarlier(&best, &bestMs);
+      if (rq.sample > 0) {
+        limitBudget = rq.budget * rq.sample;
+        limitTrials = rq.maxTrials > 0 ? (int)std::floor(rq.maxTrials * rq.sample) : 0;
+        if (rq.maxTrials == 0 || limitTrials > 0)
+          sample(&best, &bestMs);
+      }
+      limitBudget = rq.budget, limitTrials = rq.maxTrials;
+      outOfTime = search(&best, &bestMs);
+    }
+    // A shard's best is not confirmed against the default: the shards' pooled best is, by the
+    // unsharded run that resumes from them.
+    if (!rq.shardCount)
+      confirm(&best, &bestMs, &defaultMs);
     if (int rc = record(best, bestMs, defaultMs, outOfTime))
       return rc;
-    if (rq.baselines)
+    // The autoschedulers are the same on every shard: the first measures them.
+    if (rq.baselines && rq.shardIndex == 0)
       if (int rc = measureBaselines())
         return rc;
     printTable(best, bestMs, defaultMs);
@@ -746,14 +807,18 @@ private:
     const std::string targetKey = attnc::tuningTargetKey(tu.target);
     bucket = attnc::bucketOf(tu.sizes);
     entry = &db.upsert(variant, targetKey, bucket);
-    if (rq.restart || entry->machine != machine || entry->rule != rule->name()) {
+    space = attnc::scheduleSpaceKey(rule->name(), knobs, online);
+    if (rq.restart || entry->machine != machine || entry->rule != rule->name() ||
+        entry->space != space || entry->attncVersion != attnc::attncVersion()) {
       if (!entry->tried.empty() && !rq.restart)
-        std::cout << "earlier measurements were on another machine or rule: starting afresh\n";
+        std::cout << "earlier measurements were on another machine, rule or schedule space, or by "
+                     "another attnc: starting afresh\n";
       entry->tried.clear();
       entry->baselines.clear();
       fresh = true;
     }
     entry->machine = machine, entry->rule = rule->name(), entry->sizes = tu.sizes;
+    entry->space = space, entry->attncVersion = attnc::attncVersion();
 
     std::cout << "attn-tune " << variant << " on " << machine << "\n  target " << targetKey
               << "\n  sizes " << bucket << " (bucket), rule " << rule->name() << ", "
@@ -827,13 +892,107 @@ private:
     return ms;
   }
 
-  // Coordinate descent from `best`; true when the budget or --max-trials stopped it.
-  bool search(Config *best, double *bestMs) {
+  // A resumed search (after --merge of shards, or an interrupted run) refines the fastest
+  // configuration measured so far, not the default: the descent is the local step after a broad
+  // sample. Its time is the earlier run's; confirm() measures it again against the default.
+  void startFromEarlier(Config *best, double *bestMs) {
+    std::string bestKey;
+    for (const auto &[key, ms] : entry->tried)
+      if (ms >= 0 && ms < *bestMs && earlier.count(key))
+        *bestMs = ms, bestKey = key;
+    Config c;
+    if (bestKey.empty() || !attnc::parseConfigKey(bestKey, &c.tile, &c.params))
+      return;
+    *best = c;
+    std::cout << "starting from the fastest of " << entry->tried.size()
+              << " earlier measurements: " << c.str() << " (" << std::fixed << std::setprecision(3)
+              << *bestMs << " ms)\n";
+  }
+
+  // The online tile (attnc::kTunedOnlineTiles) first, then the rule's knobs.
+  std::vector<Axis> searchAxes() const {
     std::vector<Axis> axes;
     if (online)
-      axes.push_back({"", {0, 64, 256}, 0});
+      axes.push_back({"", attnc::kTunedOnlineTiles, 0});
     for (const attnc::Knob &k : knobs)
       axes.push_back({k.name, k.choices, k.dflt});
+    return axes;
+  }
+
+  // True once the budget or --max-trials says to stop before measuring `c`.
+  bool stopBefore(const Config &c) const {
+    return !entry->tried.count(c.key()) &&
+           (elapsed() > limitBudget || (limitTrials > 0 && measured - 1 >= limitTrials));
+  }
+
+  // --shard=I/N: every configuration of the space in one pseudo-random order, the same in every
+  // shard (Fisher-Yates driven by mt19937_64, whose output the standard fixes, seeded by the
+  // entry's key and space), and this shard's positions I, I + N, ...: the slices are disjoint and
+  // together cover the space, and each is spread over all of it. True when stopped early.
+  bool sample(Config *best, double *bestMs) {
+    const std::vector<Axis> axes = searchAxes();
+    uint64_t total = 1;
+    for (const Axis &ax : axes) {
+      total *= ax.choices.size();
+      if (total > kMaxShardedSpace)
+        throw std::runtime_error("the schedule space has more than " +
+                                 std::to_string(kMaxShardedSpace) +
+                                 " configurations: too many to split into shards");
+    }
+    std::vector<uint32_t> order(total);
+    for (uint32_t k = 0; k < total; ++k)
+      order[k] = k;
+    uint64_t seed = 1469598103934665603ull;
+    for (unsigned char ch : variant + "|" + entry->target + "|" + bucket + "|" + space)
+      seed = (seed ^ ch) * 1099511628211ull;
+    std::mt19937_64 rng(seed);
+    for (uint64_t k = total - 1; k > 0; --k)
+      std::swap(order[k], order[rng() % (k + 1)]);
+    const uint64_t first = rq.shardIndex, step = rq.shardCount ? rq.shardCount : 1;
+    uint64_t mine = 0;
+    for (uint64_t pos = first; pos < total; pos += step)
+      mine += decode(order[pos], axes).key() != Config{}.key();
+    if (rq.shardCount)
+      std::cout << "shard " << rq.shardIndex << "/" << rq.shardCount << ": " << mine << " of "
+                << total - 1 << " configurations besides the default\n";
+    else
+      std::cout << "broad sample of the " << total - 1
+                << " configurations besides the default (up to " << std::fixed
+                << std::setprecision(0) << limitBudget << " s"
+                << (limitTrials ? " or " + std::to_string(limitTrials) + " configuration" +
+                                      (limitTrials == 1 ? "" : "s")
+                                : "")
+                << "), then a local search\n";
+    for (uint64_t pos = first; pos < total; pos += step) {
+      Config c = decode(order[pos], axes);
+      if (c.key() == Config{}.key())
+        continue;
+      if (stopBefore(c))
+        return true;
+      double ms = measure(c);
+      if (ms >= 0 && ms < *bestMs)
+        *best = c, *bestMs = ms;
+    }
+    return false;
+  }
+
+  // The configuration numbered `index` in the mixed radix of the axes' choice counts.
+  static Config decode(uint64_t index, const std::vector<Axis> &axes) {
+    Config c;
+    for (const Axis &ax : axes) {
+      int v = ax.choices[index % ax.choices.size()];
+      index /= ax.choices.size();
+      if (ax.name.empty())
+        c.tile = v;
+      else if (v != ax.dflt)
+        c.params[ax.name] = v;
+    }
+    return c;
+  }
+
+  // Coordinate descent from `best`; true when the budget or --max-trials stopped it.
+  bool search(Config *best, double *bestMs) {
+    const std::vector<Axis> axes = searchAxes();
     bool outOfTime = false;
     for (int round = 0; !outOfTime; ++round) {
       bool improved = false;
@@ -850,8 +1009,7 @@ private:
             c.params.erase(ax.name);
           else
             c.params[ax.name] = v;
-          if (!entry->tried.count(c.key()) &&
-              (elapsed() > rq.budget || (rq.maxTrials > 0 && measured - 1 >= rq.maxTrials))) {
+          if (stopBefore(c)) {
             outOfTime = true;
             break;
           }
@@ -916,9 +1074,12 @@ private:
     entry->updated = nowIso();
     if (!save(true))
       return fail(err);
-    std::cout << "search: " << measured << " measured, " << reused << " reused from the database"
-              << (outOfTime ? ", stopped by the budget or --max-trials (run again to go on)"
-                            : ", converged")
+    std::cout << (rq.shardCount ? "shard" : "search") << ": " << measured << " measured, " << reused
+              << " reused from the database"
+              << (outOfTime       ? ", stopped by the budget or --max-trials (run again to go on)"
+                  : rq.shardCount ? ", slice done (not confirmed: merge the shards, then run "
+                                    "attn-tune once more without --shard)"
+                                  : ", converged")
               << "\n";
     return 0;
   }
@@ -979,8 +1140,8 @@ private:
   Tuner &tu;
   const Request &rq;
   attnc::TuningDb &db;
-  const std::string machine = machineName();
-  std::string err, variant, bucket;
+  const std::string machine = attnc::tuningMachineName();
+  std::string err, variant, bucket, space;
   const attnc::ScheduleRule *rule = nullptr;
   std::vector<attnc::Knob> knobs;
   bool online = false;
@@ -989,6 +1150,9 @@ private:
   Clock::time_point t0;
   std::vector<std::vector<char>> reference; // the default schedule's outputs
   int measured = 0, reused = 0;
+  // The current phase's limits (the broad sample's share, then the whole budget and trials).
+  double limitBudget = rq.budget;
+  int limitTrials = rq.maxTrials;
   std::set<std::string> earlier; // configurations an earlier run measured
 };
 
@@ -1003,6 +1167,52 @@ int tuneTimed(Tuner &tu, const Request &rq, attnc::TuningDb &db) {
   }
 }
 
+// --merge=OUT DB...: the databases pooled into OUT (created when missing), under its lock.
+int mergeDatabases(const std::string &out, const std::vector<std::string> &dbs) {
+  if (dbs.empty())
+    return fail(
+        "--merge needs the databases to pool: attn-tune --merge=OUT.json A.json B.json ...");
+  std::vector<attnc::TuningDb> loaded(dbs.size());
+  std::string err;
+  for (size_t n = 0; n < dbs.size(); ++n) {
+    if (!llvm::sys::fs::exists(dbs[n]))
+      return fail("cannot read the tuning database '" + dbs[n] + "'");
+    if (!attnc::TuningDb::load(dbs[n], &loaded[n], &err))
+      return fail(err);
+  }
+  std::string mergeErr;
+  size_t entries = 0, measurements = 0;
+  bool ok = attnc::TuningDb::update(
+      out,
+      [&](attnc::TuningDb &disk) {
+        attnc::TuningDb pooled = disk;
+        for (size_t n = 0; n < dbs.size() && mergeErr.empty(); ++n)
+          pooled.combine(loaded[n], dbs[n], &mergeErr);
+        if (!mergeErr.empty())
+          return; // the database on disk stays as it was
+        disk = std::move(pooled);
+        entries = disk.entries.size();
+        for (const attnc::TuningEntry &e : disk.entries)
+          measurements += e.tried.size();
+      },
+      &err);
+  if (!mergeErr.empty())
+    return fail(mergeErr);
+  if (!ok)
+    return fail(err);
+  std::cout << "merged " << dbs.size() << " database" << (dbs.size() == 1 ? "" : "s") << " into "
+            << out << ": " << entries << " entr" << (entries == 1 ? "y" : "ies") << ", "
+            << measurements << " measured configurations; each entry's result is its fastest "
+            << "(run attn-tune once more without --shard to confirm it)\n";
+  return 0;
+}
+
+bool isGpuTarget(const std::string &targetStr) {
+  H::Target t;
+  std::string err;
+  return attnc::parseTarget(targetStr, &t, &err) && t.has_gpu_feature();
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -1010,9 +1220,16 @@ int main(int argc, char **argv) {
   if (std::optional<int> rc = cli.parse(argc, argv, usage()))
     return *rc;
 
+  if (mergeArg.getNumOccurrences())
+    return mergeDatabases(mergeArg, std::vector<std::string>(inputs.begin(), inputs.end()));
+  if (inputs.size() > 1)
+    return fail("more than one input file ('" + inputs[0] + "' and '" + inputs[1] + "')");
   Request rq = request();
   if (rq.input.empty())
     return cli.failWithUsage("no input file");
+  if (rq.shardCount && isGpuTarget(rq.targetStr))
+    return fail("--shard splits a timed search; a CUDA target's offline check is not timed "
+                "(run it whole)");
   if (rq.sizes.empty() && rq.inPaths.empty())
     return fail(
         "attn-tune needs --sizes: the shapes to tune for (e.g. --sizes=B=1,H=8,N=2048,D=64)");

@@ -25,7 +25,11 @@ struct TuningEntry {
   // GPU targets without a GPU: configKey -> what ptxas reported ("regs=R spills=S smem=B" or
   // "failed: ..."), for a later run on a device to time only the configurations that fit.
   std::map<std::string, std::string> offline;
-  std::string machine, updated;
+  // Where and by what it was measured: the CPU (tuningMachineName()), the attnc release
+  // (attncVersion()) and the rule's schedule space (scheduleSpaceKey() in attnc/Schedule.h).
+  // attnc ignores, with a note, an entry whose release or space is not its own, and, compiling
+  // for the host, one measured on another CPU.
+  std::string machine, attncVersion, space, updated;
 };
 
 // How TuningDb::merge combines one run's entry with the database's entry of the same key.
@@ -53,8 +57,15 @@ struct TuningDb {
                      std::string *err);
   // Merges one run's entry into the entry of the same key (added when missing). The measurements
   // of both are kept, this run's where both measured a configuration, unless the database's
-  // were taken on another machine or for another rule.
+  // were taken on another machine, for another rule or schedule space, or by another attnc.
   void merge(const TuningEntry &mine, const MergeOptions &opts);
+  // Combines another database (a shard of one tuning job, `attn-tune --shard`) into this one:
+  // entries of the same key measured on the same machine, rule, space and attnc pool their
+  // measurements, and the fastest configuration measured becomes the entry's result (confirmed
+  // against the default by the next unsharded attn-tune run, which resumes from them). False,
+  // with `err` naming the entry, when such entries were measured under different conditions:
+  // their times do not compare.
+  bool combine(const TuningDb &other, const std::string &otherName, std::string *err);
 
   TuningEntry *find(const std::string &variant, const std::string &target,
                     const std::string &bucket);
@@ -72,6 +83,13 @@ std::string bucketOf(const std::map<std::string, int64_t> &sizes);
 
 // "tile=T;knob=v,knob=v": one configuration of the search (T = 0 for the pass's default).
 std::string configKey(int onlineTile, const std::map<std::string, int> &params);
+// The inverse of configKey; false for text configKey does not write.
+bool parseConfigKey(const std::string &key, int *onlineTile, std::map<std::string, int> *params);
+
+// This machine as tuning entries record it: the CPU's model name and the thread count.
+std::string tuningMachineName();
+// attnc's release (CMakeLists.txt's project version), recorded in every entry.
+const char *attncVersion();
 
 // An entry's variant key: "<file name of source>:<kernel>".
 std::string tuningVariantKey(const std::string &source, const std::string &kernel);

@@ -326,6 +326,31 @@ bool Compilation::tuningFits(const TunedSchedule &tuned, const std::string &sche
           << "; using the default schedule (rerun attn-tune)\n";
     return false;
   }
+  // Knobs that fit, but measured by another attnc, over another schedule space, or (compiling for this machine) on
+  // another CPU: its times say nothing about this build's schedules here (docs/tuning.md).
+  const LoweredKernel &lk = lowered();
+  bool online = false;
+  for (const LoweredFunc &f : lk.funcs)
+    online |= f.role == FuncRole::OnlineState;
+  const std::string space = scheduleSpaceKey(sel.name(), sel.knobs(lk), online);
+  std::string stale;
+  if (tuned.entry->attncVersion != attncVersion())
+    stale =
+        "was tuned by attnc " +
+        (tuned.entry->attncVersion.empty() ? std::string("(unknown)") : tuned.entry->attncVersion) +
+        ", this is attnc " + attncVersion();
+  else if (tuned.entry->space != space)
+    stale = "was tuned over schedule space " +
+            (tuned.entry->space.empty() ? std::string("(unknown)") : tuned.entry->space) +
+            ", which is now " + space;
+  else if (opts_.target == "host" && tuned.entry->machine != tuningMachineName())
+    stale = "was measured on " + tuned.entry->machine + ", this machine is " + tuningMachineName() +
+            " (naming its target with --target uses it)";
+  if (!stale.empty()) {
+    diag_ << "attnc: note: " << tuned.from << " " << stale
+          << "; using the default schedule (rerun attn-tune)\n";
+    return false;
+  }
   return true;
 }
 

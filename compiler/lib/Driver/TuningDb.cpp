@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 namespace attnc {
 namespace json = llvm::json;
@@ -57,6 +58,46 @@ std::string configKey(int onlineTile, const std::map<std::string, int> &params) 
   }
   return s;
 }
+
+bool parseConfigKey(const std::string &key, int *onlineTile, std::map<std::string, int> *params) {
+  params->clear();
+  size_t semi = key.find(';');
+  if (key.rfind("tile=", 0) != 0 || semi == std::string::npos)
+    return false;
+  try {
+    size_t used = 0;
+    *onlineTile = std::stoi(key.substr(5, semi - 5), &used);
+    if (used != semi - 5)
+      return false;
+    std::stringstream rest(key.substr(semi + 1));
+    std::string kv;
+    while (std::getline(rest, kv, ',')) {
+      size_t eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0)
+        return false;
+      (*params)[kv.substr(0, eq)] = std::stoi(kv.substr(eq + 1), &used);
+      if (used != kv.size() - eq - 1)
+        return false;
+    }
+  } catch (const std::exception &) {
+    return false;
+  }
+  return configKey(*onlineTile, *params) == key;
+}
+
+std::string tuningMachineName() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  const std::string threads = std::to_string(std::thread::hardware_concurrency()) + " threads";
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      size_t c = line.find(':');
+      return (c == std::string::npos ? line : line.substr(c + 2)) + ", " + threads;
+    }
+  return "unknown CPU, " + threads;
+}
+
+const char *attncVersion() { return ATTNC_VERSION; }
 
 std::string tuningVariantKey(const std::string &source, const std::string &kernel) {
   return source.substr(source.find_last_of('/') + 1) + ":" + kernel;
@@ -113,6 +154,8 @@ bool TuningDb::load(const std::string &path, TuningDb *out, std::string *err) {
         !str("bucket", &e.bucket, true) || !str("rule", &e.rule, true))
       return fail(err, path, where + "needs string fields variant, target, bucket and rule");
     str("machine", &e.machine, false);
+    str("attnc_version", &e.attncVersion, false);
+    str("space", &e.space, false);
     str("updated", &e.updated, false);
     if (auto t = o->getInteger("online_tile")) {
       if (*t != 0 && (*t < kMinOnlineTile || *t > kMaxOnlineTile))
@@ -169,10 +212,16 @@ bool TuningDb::load(const std::string &path, TuningDb *out, std::string *err) {
 bool TuningDb::save(const std::string &path, std::string *err) const {
   json::Array arr;
   for (const TuningEntry &e : entries) {
-    json::Object o{{"variant", e.variant},        {"target", e.target},
-                   {"bucket", e.bucket},          {"rule", e.rule},
-                   {"online_tile", e.onlineTile}, {"time_ms", e.timeMs},
-                   {"default_ms", e.defaultMs},   {"machine", e.machine},
+    json::Object o{{"variant", e.variant},
+                   {"target", e.target},
+                   {"bucket", e.bucket},
+                   {"rule", e.rule},
+                   {"online_tile", e.onlineTile},
+                   {"time_ms", e.timeMs},
+                   {"default_ms", e.defaultMs},
+                   {"machine", e.machine},
+                   {"attnc_version", e.attncVersion},
+                   {"space", e.space},
                    {"updated", e.updated}};
     json::Object sizes, params, baselines, tried;
     for (const auto &[k, v] : e.sizes)
@@ -239,8 +288,9 @@ void TuningDb::merge(const TuningEntry &mine, const MergeOptions &opts) {
     entries.push_back(mine);
     return;
   }
-  const bool comparable =
-      !opts.forgetMeasurements && e->machine == mine.machine && e->rule == mine.rule;
+  const bool comparable = !opts.forgetMeasurements && e->machine == mine.machine &&
+                          e->rule == mine.rule && e->space == mine.space &&
+                          e->attncVersion == mine.attncVersion;
   if (!comparable) {
     e->tried.clear();
     e->baselines.clear();
@@ -253,11 +303,68 @@ void TuningDb::merge(const TuningEntry &mine, const MergeOptions &opts) {
   for (const auto &[k, v] : mine.offline)
     e->offline[k] = v;
   e->sizes = mine.sizes, e->rule = mine.rule, e->machine = mine.machine, e->updated = mine.updated;
+  e->space = mine.space, e->attncVersion = mine.attncVersion;
   if (opts.result || !comparable) {
     e->params = mine.params;
     e->onlineTile = mine.onlineTile;
     e->timeMs = mine.timeMs, e->defaultMs = mine.defaultMs;
   }
+}
+
+bool TuningDb::combine(const TuningDb &other, const std::string &otherName, std::string *err) {
+  for (const TuningEntry &theirs : other.entries) {
+    TuningEntry *e = find(theirs.variant, theirs.target, theirs.bucket);
+    if (!e) {
+      entries.push_back(theirs);
+      continue;
+    }
+    auto differs = [&](const char *what, const std::string &a, const std::string &b) {
+      *err = otherName + ": " + theirs.variant + " [" + theirs.bucket + "] on " + theirs.target +
+             " was measured " + what + " ('" + b + "', here '" + a +
+             "'): times taken under different conditions do not compare; merge it into another "
+             "database";
+      return false;
+    };
+    if (e->machine != theirs.machine)
+      return differs("on another machine", e->machine, theirs.machine);
+    if (e->rule != theirs.rule)
+      return differs("for another schedule rule", e->rule, theirs.rule);
+    if (e->space != theirs.space)
+      return differs("in another schedule space", e->space, theirs.space);
+    if (e->attncVersion != theirs.attncVersion)
+      return differs("by another attnc", e->attncVersion, theirs.attncVersion);
+    for (const auto &[k, v] : theirs.tried)
+      if (!e->tried.count(k) || theirs.updated > e->updated)
+        e->tried[k] = v;
+    for (const auto &[k, v] : theirs.baselines)
+      if (!e->baselines.count(k) || theirs.updated > e->updated)
+        e->baselines[k] = v;
+    for (const auto &[k, v] : theirs.offline)
+      if (!e->offline.count(k) || theirs.updated > e->updated)
+        e->offline[k] = v;
+    if (theirs.updated > e->updated)
+      e->updated = theirs.updated;
+  }
+  // Each pooled entry's result: the fastest configuration measured (the default's time from its
+  // own measurement). Knobs the configuration leaves at their defaults are absent from `params`:
+  // the rule's defaults, which the entry's schedule space fixes (a change of them is another
+  // space, and attnc then ignores the entry).
+  for (TuningEntry &e : entries) {
+    auto dflt = e.tried.find(configKey(0, {}));
+    if (dflt == e.tried.end() || dflt->second < 0)
+      continue;
+    std::string bestKey = dflt->first;
+    double best = dflt->second;
+    for (const auto &[k, ms] : e.tried)
+      if (ms >= 0 && ms < best)
+        best = ms, bestKey = k;
+    int tile = 0;
+    std::map<std::string, int> params;
+    if (!parseConfigKey(bestKey, &tile, &params))
+      continue;
+    e.params = params, e.onlineTile = tile, e.timeMs = best, e.defaultMs = dflt->second;
+  }
+  return true;
 }
 
 TuningEntry *TuningDb::find(const std::string &variant, const std::string &target,

@@ -93,6 +93,18 @@ void scheduleCudaStage(Halide::Stage st, const LoweredFunc &f, int tileX, int ti
 std::vector<std::optional<Halide::Stage>>
 specializeFor(Halide::Stage s, const std::vector<Halide::Expr> &conds, const Target &t);
 
+// The online softmax's key tiles attn-tune searches beside a rule's knobs (0: the pass's default).
+inline const std::vector<int> kTunedOnlineTiles = {0, 64, 256};
+
+// What a tuning database entry was searched over, as one short string: the rule, a revision of
+// its meaning (kScheduleSpaceRevision: raise it when a knob keeps its name and values but
+// schedules differently) and a hash of its knobs (names, candidates, defaults) and, for a
+// kernel with an online softmax, of kTunedOnlineTiles. A knob added, removed, renamed, given
+// other candidates or another default is another space, and attnc ignores entries of the old one.
+inline constexpr int kScheduleSpaceRevision = 1;
+std::string scheduleSpaceKey(const std::string &rule, const std::vector<Knob> &knobs,
+                             bool onlineTile);
+
 // Every rule, in priority order: the first whose match finds its pattern schedules the kernel;
 // each target's generic rule, last among its rules, matches every kernel.
 const std::vector<std::unique_ptr<ScheduleRule>> &scheduleRules();
