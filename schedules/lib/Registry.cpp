@@ -237,6 +237,13 @@ specializeFor(Halide::Stage s, const std::vector<Halide::Expr> &conds, const Tar
   return out;
 }
 
+uint64_t stableHash(const std::string &text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text)
+    h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
 std::string scheduleSpaceKey(const std::string &rule, const std::vector<Knob> &knobs,
                              bool onlineTile) {
   std::string text = std::to_string(kScheduleSpaceRevision);
@@ -253,12 +260,8 @@ std::string scheduleSpaceKey(const std::string &rule, const std::vector<Knob> &k
     list(k.choices);
     text += "=" + std::to_string(k.dflt);
   }
-  // FNV-1a, 64 bits: a stable name for the list (std::hash may differ between builds).
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text)
-    h = (h ^ c) * 1099511628211ull;
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+  std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)stableHash(text));
   return rule + "/" + std::to_string(kScheduleSpaceRevision) + "/" + hex;
 }
 

@@ -800,8 +800,7 @@ private:
         attnc::selectSchedule(probe, tu.target, "auto", &tu.sizes); // the rule attnc picks
     rule = selection.rule;
     knobs = selection.knobs(probe);
-    for (const auto &f : probe.funcs)
-      online |= f.role == attnc::FuncRole::OnlineState;
+    online = !probe.onlineGroups.empty();
 
     variant = attnc::tuningVariantKey(rq.input, rq.kernelName);
     const std::string targetKey = attnc::tuningTargetKey(tu.target);
@@ -942,20 +941,18 @@ private:
     std::vector<uint32_t> order(total);
     for (uint32_t k = 0; k < total; ++k)
       order[k] = k;
-    uint64_t seed = 1469598103934665603ull;
-    for (unsigned char ch : variant + "|" + entry->target + "|" + bucket + "|" + space)
-      seed = (seed ^ ch) * 1099511628211ull;
-    std::mt19937_64 rng(seed);
+    std::mt19937_64 rng(
+        attnc::stableHash(variant + "|" + entry->target + "|" + bucket + "|" + space));
     for (uint64_t k = total - 1; k > 0; --k)
       std::swap(order[k], order[rng() % (k + 1)]);
     const uint64_t first = rq.shardIndex, step = rq.shardCount ? rq.shardCount : 1;
-    uint64_t mine = 0;
-    for (uint64_t pos = first; pos < total; pos += step)
-      mine += decode(order[pos], axes).key() != Config{}.key();
-    if (rq.shardCount)
+    if (rq.shardCount) {
+      uint64_t mine = 0;
+      for (uint64_t pos = first; pos < total; pos += step)
+        mine += decode(order[pos], axes).key() != Config{}.key();
       std::cout << "shard " << rq.shardIndex << "/" << rq.shardCount << ": " << mine << " of "
                 << total - 1 << " configurations besides the default\n";
-    else
+    } else {
       std::cout << "broad sample of the " << total - 1
                 << " configurations besides the default (up to " << std::fixed
                 << std::setprecision(0) << limitBudget << " s"
@@ -963,6 +960,7 @@ private:
                                       (limitTrials == 1 ? "" : "s")
                                 : "")
                 << "), then a local search\n";
+    }
     for (uint64_t pos = first; pos < total; pos += step) {
       Config c = decode(order[pos], axes);
       if (c.key() == Config{}.key())

@@ -329,10 +329,7 @@ bool Compilation::tuningFits(const TunedSchedule &tuned, const std::string &sche
   // Knobs that fit, but measured by another attnc, over another schedule space, or (compiling for this machine) on
   // another CPU: its times say nothing about this build's schedules here (docs/tuning.md).
   const LoweredKernel &lk = lowered();
-  bool online = false;
-  for (const LoweredFunc &f : lk.funcs)
-    online |= f.role == FuncRole::OnlineState;
-  const std::string space = scheduleSpaceKey(sel.name(), sel.knobs(lk), online);
+  const std::string space = scheduleSpaceKey(sel.name(), sel.knobs(lk), !lk.onlineGroups.empty());
   std::string stale;
   if (tuned.entry->attncVersion != attncVersion())
     stale =

@@ -333,15 +333,16 @@ bool TuningDb::combine(const TuningDb &other, const std::string &otherName, std:
       return differs("in another schedule space", e->space, theirs.space);
     if (e->attncVersion != theirs.attncVersion)
       return differs("by another attnc", e->attncVersion, theirs.attncVersion);
-    for (const auto &[k, v] : theirs.tried)
-      if (!e->tried.count(k) || theirs.updated > e->updated)
-        e->tried[k] = v;
-    for (const auto &[k, v] : theirs.baselines)
-      if (!e->baselines.count(k) || theirs.updated > e->updated)
-        e->baselines[k] = v;
-    for (const auto &[k, v] : theirs.offline)
-      if (!e->offline.count(k) || theirs.updated > e->updated)
-        e->offline[k] = v;
+    // A configuration both measured keeps the later run's result.
+    const bool later = theirs.updated > e->updated;
+    auto pool = [&](auto &mine, const auto &other) {
+      for (const auto &[k, v] : other)
+        if (later || !mine.count(k))
+          mine[k] = v;
+    };
+    pool(e->tried, theirs.tried);
+    pool(e->baselines, theirs.baselines);
+    pool(e->offline, theirs.offline);
     if (theirs.updated > e->updated)
       e->updated = theirs.updated;
   }

@@ -6,6 +6,7 @@
 #include "attnc/Patterns.h"
 #include "attnc/Target.h"
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -102,6 +103,9 @@ inline const std::vector<int> kTunedOnlineTiles = {0, 64, 256};
 // kernel with an online softmax, of kTunedOnlineTiles. A knob added, removed, renamed, given
 // other candidates or another default is another space, and attnc ignores entries of the old one.
 inline constexpr int kScheduleSpaceRevision = 1;
+// FNV-1a over `text`, 64 bits: the same on every build and machine (std::hash is not), for names
+// and seeds that tuning databases and shards must agree on.
+uint64_t stableHash(const std::string &text);
 std::string scheduleSpaceKey(const std::string &rule, const std::vector<Knob> &knobs,
                              bool onlineTile);
 
