@@ -12,6 +12,8 @@
 #include "bench_neighborhood_attention.attnc.h"
 #include "bench_swin_attention.attnc.h"
 #include "bench_swin_attention_shifted.attnc.h"
+#include "bench_swin_on_image.attnc.h"
+#include "bench_swin_on_image_shifted.attnc.h"
 #ifdef ATTN_BENCH_AUTOSCHEDULED
 #include "bench_ms_deform_attn_core_adams2019.attnc.h"
 #include "bench_ms_deform_attn_core_mullapudi2016.attnc.h"
@@ -420,6 +422,8 @@ void benchDatAttn(const Options &o, std::vector<CaseResult> *out) {
 // (shift 3, bench_swin_attention_shifted): per query, the scores and the weighted sum over its
 // window's 49 keys, 2*49*D flops each: 4*B*NH*Y*X*49*D (the bias, the mask and the softmax are not
 // counted). Swin-T's first stage (56x56, 3 heads of 32 channels) and third (14x14, 12 heads).
+// Beside it the same attention written per pixel (examples/swin_on_image.attn), which
+// attn-window-partition brings to the same plan.
 void benchSwin(const Options &o, std::vector<CaseResult> *out) {
   struct Shape {
     int B, NH, Y, X, D;
@@ -444,6 +448,9 @@ void benchSwin(const Options &o, std::vector<CaseResult> *out) {
       c.bytes = bytesOf(c.inputs, c.outShape);
       c.kernel = shift ? &attnc_kernels::bench_swin_attention_shifted()
                        : &attnc_kernels::bench_swin_attention();
+      c.algorithms.push_back({"written on the image (examples/swin_on_image.attn)",
+                              shift ? &attnc_kernels::bench_swin_on_image_shifted()
+                                    : &attnc_kernels::bench_swin_on_image()});
       c.unscheduledNote = "not built: no SCHEDULE none kernel of this variant";
       c.reference = [&c, s, shift] {
         return swinReference(c.inputs[0].fp(), c.inputs[1].fp(), c.inputs[2].fp(), c.inputs[3].fp(),

@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -166,6 +167,7 @@ public:
 private:
   CompileOptions opts_;
   std::ostream &diag_;
+  std::set<std::string> warned_; // the passes' warnings printed once
   FrontEnd fe_;
   bool parsed_ = false;
   std::optional<Halide::Target> target_;

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <ostream>
+#include <set>
 #include <string>
 
 namespace attnc {
@@ -35,8 +36,11 @@ bool runFrontEnd(const std::string &path, const dsl::SemaOptions &opts, std::ost
 mlir::OwningOpRef<mlir::ModuleOp> generateMLIR(mlir::MLIRContext &ctx, const FrontEnd &fe,
                                                std::ostream &err);
 
-// Runs attnc's dialect passes (attnc::runPassPipeline) with diagnostics routed to `err`.
-bool runPasses(mlir::ModuleOp module, const PipelineOptions &opts, std::ostream &err);
+// Runs attnc's dialect passes (attnc::runPassPipeline) with diagnostics routed to `err`; a
+// warning already in `warned` (when given) is not printed again (the passes may run once per
+// online tile size on one kernel).
+bool runPasses(mlir::ModuleOp module, const PipelineOptions &opts, std::ostream &err,
+               std::set<std::string> *warned = nullptr);
 
 // Parses "NAME=VALUE,NAME=VALUE" (integers in 1..2^31-1, as tensor extents are) into `out`; false
 // with a message otherwise.

@@ -236,7 +236,7 @@ mlir::ModuleOp Compilation::optimized(int64_t onlineTile) {
       std::string ignored;
       po.onlineSoftmax = !(parseTarget(opts_.target, &t, &ignored) && t.has_gpu_feature());
     }
-    if (!runPasses(*m, po, diag_))
+    if (!runPasses(*m, po, diag_, &warned_))
       return nullptr;
   }
   mlir::ModuleOp out = *m;

@@ -48,11 +48,23 @@ mlir::OwningOpRef<mlir::ModuleOp> generateMLIR(mlir::MLIRContext &ctx, const Fro
   return mlirGen(ctx, *fe.module, fe.file->path);
 }
 
-bool runPasses(mlir::ModuleOp module, const PipelineOptions &opts, std::ostream &err) {
+bool runPasses(mlir::ModuleOp module, const PipelineOptions &opts, std::ostream &err,
+               std::set<std::string> *warned) {
   mlir::ScopedDiagnosticHandler handler(module.getContext(), [&](mlir::Diagnostic &d) {
     std::string s;
     llvm::raw_string_ostream os(s);
-    os << d.getLocation() << ": error: " << d;
+    // (A pass warns where a form misses its fast plan, attn-window-partition.)
+    const char *severity = d.getSeverity() == mlir::DiagnosticSeverity::Warning  ? "warning"
+                           : d.getSeverity() == mlir::DiagnosticSeverity::Note   ? "note"
+                           : d.getSeverity() == mlir::DiagnosticSeverity::Remark ? "remark"
+                                                                                 : "error";
+    if (auto fl = mlir::dyn_cast<mlir::FileLineColLoc>(d.getLocation()))
+      os << fl.getFilename().getValue() << ":" << fl.getLine() << ":" << fl.getColumn();
+    else
+      os << d.getLocation();
+    os << ": " << severity << ": " << d;
+    if (d.getSeverity() == mlir::DiagnosticSeverity::Warning && warned && !warned->insert(s).second)
+      return mlir::success();
     err << s << "\n";
     return mlir::success();
   });

@@ -12,6 +12,8 @@ using namespace mlir;
 namespace attnc {
 
 void buildPassPipeline(OpPassManager &pm, const PipelineOptions &opts) {
+  // First: the passes below then see windows written on the image in window coordinates.
+  pm.addPass(createWindowPartitionPass());
   pm.addPass(createSampleOrderPass(SampleOrderPassOptions{sampleOrderName(opts.sampleOrder)}));
   // Before the sums are split, bounded or fused: it rewrites only plain sums over a score.
   pm.addPass(createContractionOrderPass());

@@ -28,6 +28,23 @@ def SampleOrderPass : Pass<"attn-sample-order", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::arith::ArithDialect"];
 }
 
+def WindowPartitionPass : Pass<"attn-window-partition", "mlir::ModuleOp"> {
+  let summary = "Rewrite attention over non-overlapping windows written on the image into "
+                "window coordinates";
+  let description = [{
+    For an output `o(..., y, x, e) = sum(u, t) ... p(..., y, x, u, t) ...` over a softmax p read
+    only there, where o's indices y, x (one per key axis, in order) are used as
+    `ry = (y + c) % Y` (or y) divided by a constant ws equal to the paired key axis' extent, and
+    a `require` states `Y % ws == 0`: the softmax, the scores it reads at its own indices and the
+    sum are re-indexed by (window, position i in the window, key j), with
+    y = (w * ws + iy - c) % Y, and o reads the windowed sum `<o>__win` (marked
+    `attn.window_partition`) back per pixel. Swin's attention written on the image then has the
+    form of the one written in window coordinates (docs/language.md §22): its key reads depend on
+    the window alone (attn-gather-reads copies them once per window).
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect"];
+}
+
 def ContractionOrderPass : Pass<"attn-contraction-order", "mlir::ModuleOp"> {
   let summary = "Reassociate a sum over keys of a factored score (linear attention's "
                 "phi(q) (phi(k)^T v)) when the sizes say it is cheaper";
