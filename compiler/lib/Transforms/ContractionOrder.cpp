@@ -231,13 +231,6 @@ Value makeSum(OpBuilder &b, Location loc, Value extent, StringRef name,
   return red.getResult();
 }
 
-std::string uniqueName(StringRef n, llvm::StringSet<> &taken) {
-  std::string name = n.str();
-  for (int i = 2; !taken.insert(name).second; ++i)
-    name = n.str() + "_" + std::to_string(i);
-  return name;
-}
-
 // A factor of s as its own pointwise definition over the indices it uses and d, or (a plain
 // read) cloned where it is used.
 struct Factor {

@@ -111,13 +111,6 @@ bool computedInputRead(attn::ReadOp r) {
   return divides;
 }
 
-std::string uniqueName(StringRef n, llvm::StringSet<> &taken) {
-  std::string name = n.str();
-  for (int i = 2; !taken.insert(name).second; ++i)
-    name = n.str() + "_" + std::to_string(i);
-  return name;
-}
-
 struct GatherReadsPass : impl::GatherReadsPassBase<GatherReadsPass> {
   using Base::Base;
 

@@ -32,6 +32,13 @@ Value materialize(Value v, Operation *scope, IRMapping &map, OpBuilder &b) {
   return c->getResult(cast<OpResult>(v).getResultNumber());
 }
 
+std::string uniqueName(StringRef n, llvm::StringSet<> &taken) {
+  std::string name = n.str();
+  for (int i = 2; !taken.insert(name).second; ++i)
+    name = n.str() + "_" + std::to_string(i);
+  return name;
+}
+
 attn::DefineOp makeDefine(Operation *at, StringRef name, ArrayRef<Value> extents,
                           ArrayRef<std::string> names,
                           function_ref<Value(OpBuilder &, ValueRange)> build) {

@@ -8,8 +8,10 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <optional>
+#include <string>
 
 namespace attnc {
 
@@ -25,6 +27,9 @@ attn::DefineOp
 makeDefine(mlir::Operation *at, llvm::StringRef name, llvm::ArrayRef<mlir::Value> extents,
            llvm::ArrayRef<std::string> names,
            llvm::function_ref<mlir::Value(mlir::OpBuilder &, mlir::ValueRange)> build);
+
+// `n`, or `n_2`, `n_3`, ... : the first not in `taken`, which it joins (names of new definitions).
+std::string uniqueName(llvm::StringRef n, llvm::StringSet<> &taken);
 
 // Whether `v` is computed from `arg` (through its operands and the regions of nested ops).
 bool dependsOn(mlir::Value v, mlir::Value arg);

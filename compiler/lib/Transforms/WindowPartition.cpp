@@ -166,6 +166,17 @@ struct Match {
   attn::SoftmaxOp p;
   SmallVector<attn::DefineOp> scores; // read by p at its own indices, p's only readers
   SmallVector<PixelAxis> axes;        // in o's order, paired with red's indices in order
+
+  // Whether `v` is computed inside o, p or a score (an offset must come from outside them).
+  bool inside(Value v) {
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      def = cast<BlockArgument>(v).getOwner()->getParentOp();
+    SmallVector<Operation *> chain{o.getOperation(), p.getOperation()};
+    for (attn::DefineOp d : scores)
+      chain.push_back(d);
+    return llvm::any_of(chain, [&](Operation *c) { return c == def || c->isProperAncestor(def); });
+  }
 };
 
 // Whether a require of `kernel` states `y % ws == 0` (a conjunct).
@@ -275,12 +286,7 @@ std::optional<Match> match(attn::DefineOp o, attn::KernelOp kernel) {
   SmallVector<Operation *> chain{o.getOperation(), m.p.getOperation()};
   for (attn::DefineOp d : m.scores)
     chain.push_back(d);
-  auto inside = [&](Value v) {
-    Operation *def = v.getDefiningOp();
-    if (!def)
-      def = cast<BlockArgument>(v).getOwner()->getParentOp();
-    return llvm::any_of(chain, [&](Operation *c) { return c == def || c->isProperAncestor(def); });
-  };
+  auto inside = [&](Value v) { return m.inside(v); };
 
   // Pixel axes: an index of o (not the last) that a chain body divides, as ry, by the extent of
   // the next key axis.
@@ -380,13 +386,6 @@ void removeDeadOps(Block &block) {
   }
 }
 
-std::string uniqueName(StringRef n, llvm::StringSet<> &taken) {
-  std::string name = n.str();
-  for (int i = 2; !taken.insert(name).second; ++i)
-    name = n.str() + "_" + std::to_string(i);
-  return name;
-}
-
 struct WindowPartitionPass : impl::WindowPartitionPassBase<WindowPartitionPass> {
   using Base::Base;
 
@@ -437,8 +436,8 @@ struct WindowPartitionPass : impl::WindowPartitionPassBase<WindowPartitionPass> 
   }
 
   // After a body's clone: its copies of ry (same offset) take w ws + iy and `ry / ws` takes w.
-  void fixRy(Match &m, Operation *oldOp, Block &old, IRMapping &map, const Subst &s,
-             function_ref<bool(Value)> inside) {
+  void fixRy(Match &m, Operation *oldOp, Block &old, IRMapping &map, const Subst &s) {
+    auto inside = [&](Value v) { return m.inside(v); };
     SmallVector<std::pair<Value, Value>> repl;
     auto visit = [&](Value r) {
       Value clone = map.lookupOrNull(r);
@@ -510,16 +509,6 @@ struct WindowPartitionPass : impl::WindowPartitionPassBase<WindowPartitionPass> 
         uniqueName(cast<StringAttr>(m.o.getIndices()[n - 1]).getValue().str(), local);
     Value iExt = cst(kb, loc, nI), jExt = cst(kb, loc, nJ);
 
-    SmallVector<Operation *> chain{m.o.getOperation(), m.p.getOperation()};
-    for (attn::DefineOp d : m.scores)
-      chain.push_back(d);
-    auto inside = [&](Value v) {
-      Operation *def = v.getDefiningOp();
-      if (!def)
-        def = cast<BlockArgument>(v).getOwner()->getParentOp();
-      return llvm::any_of(chain,
-                          [&](Operation *c) { return c == def || c->isProperAncestor(def); });
-    };
     auto tensorType = [&](ArrayRef<Value> ext) {
       SmallVector<int64_t> shape;
       for (Value e : ext)
@@ -553,7 +542,7 @@ struct WindowPartitionPass : impl::WindowPartitionPassBase<WindowPartitionPass> 
         map.map(old.getArgument(n - 1 + k), u[k]);
       for (Operation &op : old)
         b.clone(op, map);
-      fixRy(m, oldOp, old, map, s, inside);
+      fixRy(m, oldOp, old, map, s);
       // Reads of the chain at the old indices: the copies at the new ones.
       SmallVector<attn::ReadOp> reads;
       src.walk([&](attn::ReadOp r) {
@@ -636,7 +625,7 @@ struct WindowPartitionPass : impl::WindowPartitionPassBase<WindowPartitionPass> 
           c.erase();
         }
       }
-      fixRy(m, m.o, old, map, s, inside);
+      fixRy(m, m.o, old, map, s);
       b.setInsertionPointToEnd(nb);
       b.create<attn::YieldOp>(loc, ValueRange{red.getResult()});
       removeDeadOps(*nb);
