@@ -32,11 +32,37 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 
 namespace attnc {
 namespace {
 
 namespace H = Halide;
+
+// Whether every call to a Func named in `names` (an input's: its ImageParam's and its wrapper's
+// name) in `values` reads the key dimension (Halide's dimension 1, the
+// DSL's second to last) at the key variable `key` itself.
+bool readsAtKey(const std::vector<H::Expr> &values, const std::set<std::string> &names,
+                const std::string &key) {
+  struct Calls : H::Internal::IRVisitor {
+    std::set<std::string> names;
+    std::string key;
+    bool plain = true;
+    using H::Internal::IRVisitor::visit;
+    void visit(const H::Internal::Call *c) override {
+      if (names.count(c->name)) {
+        const auto *v = c->args.size() >= 2 ? c->args[1].as<H::Internal::Variable>() : nullptr;
+        plain = plain && v && v->name == key;
+      }
+      H::Internal::IRVisitor::visit(c);
+    }
+  } calls;
+  calls.names = names;
+  calls.key = key;
+  for (const H::Expr &e : values)
+    e.accept(&calls);
+  return calls.plain;
+}
 
 // Query rows per parallel task (measured above: 32-row tiles ran at 145 GFLOP/s, 64-row ones at
 // 136), where the online softmax's query groups do not decide it (no mask bounds).
@@ -227,6 +253,7 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   std::vector<std::vector<LoweredFunc>> clones(G.chains.size());
   std::vector<std::vector<LoweredFunc *>> chainContractions(G.chains.size());
   std::vector<H::Func> keyReaders;
+  std::vector<H::Expr> keyReadValues; // what they compute, where K is read
   for (const OnlineChain &c : G.chains) {
     std::vector<LoweredFunc *> &mine = chainContractions[c.stage];
     if (c.score == masked.score) {
@@ -275,6 +302,7 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
       }
       place(C->func, C->vars);
       keyReaders.push_back(C->func);
+      keyReadValues.push_back(C->func.update_value(0));
       // Bounded to one key tile: Halide would size a hoisted allocation by all the keys the task
       // visits (256 KiB for 32 rows at N = 2048), with rows 8 KiB apart.
       C->func.bound_storage(varNamed(*C, key), T);
@@ -389,10 +417,13 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   // contiguous, whether K is an input or a definition (mhsa's projection: without the copy its
   // score GEMM ran at 4 GFLOP/s).
   std::vector<H::Func> keySources;
+  std::set<std::string> keySourceNames; // each source's, as the key readers call it
   for (const std::string &in : g.keyInputs)
     for (KernelParam &p : k.inputs)
-      if (p.name == in && p.param.dimensions() >= 2)
+      if (p.name == in && p.param.dimensions() >= 2) {
         keySources.push_back(H::Func(p.param));
+        keySourceNames.insert({p.param.name(), H::Func(p.param).name()});
+      }
   for (const std::string &fn : g.keyFuncs)
     if (LoweredFunc *f = k.find(fn); f && f->vars.size() >= 2) {
       // A projection blocked by the generic rule is computed inside its result wrapper's loops;
@@ -401,6 +432,7 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
       auto w = wrappers.find("");
       keySources.push_back(w != wrappers.end() ? H::Func(H::Internal::Function(w->second))
                                                : f->func);
+      keySourceNames.insert({f->func.name(), keySources.back().name()});
     }
   if (keyReaders.empty() || !g.rowsShareKeys)
     keySources.clear(); // nothing reads K along the keys, or its rows already are contiguous
@@ -425,7 +457,10 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
     // a power-of-two key count they would be a multiple of 4 KiB apart, so a tile's 64 rows
     // would share one L1 set and evict each other. Measured on Zen 5, B1 H8 N2048 D64, one
     // thread: the score GEMM 33 -> 22 ms, the kernel 75 -> 54 ms (Halide profiler).
-    if (G.keyCount.defined())
+    // Only where K is read at the key index itself: read at `(w * W + j + shift) % N` (a window
+    // of a cyclically shifted sequence, attn-window-partition's form) the copy holds every row
+    // of the head, and a bound of keyCount + 16 refused the call.
+    if (G.keyCount.defined() && readsAtKey(keyReadValues, keySourceNames, key))
       kT.bound_storage(a[0], G.keyCount + 16);
   }
 
