@@ -157,7 +157,9 @@ bool isRy(Value r, BlockArgument y, const PixelAxis &a, Value modulus,
   if (l.terms.lookup(y) != 1)
     return false;
   l.terms[y] = 0;
-  return l == a.c && llvm::none_of(l.terms, [&](auto &t) { return t.second && inside(t.first); });
+  // (Every atom but y from outside, those of coefficient 0 too: `e - e` must not carry e out.)
+  return l == a.c &&
+         llvm::none_of(l.terms, [&](auto &t) { return t.first != y && inside(t.first); });
 }
 
 struct Match {
@@ -179,6 +181,20 @@ struct Match {
   }
 };
 
+// Whether `w` (ry / ws) starts a window of keys: some value adds the key index to w * ws.
+bool startsWindow(Value w, int64_t ws, Value key) {
+  for (Operation *u : w.getUsers())
+    if (auto mul = dyn_cast<arith::MulIOp>(u);
+        mul && (constIndex(mul.getLhs()) == ws || constIndex(mul.getRhs()) == ws))
+      for (Operation *a : mul.getResult().getUsers())
+        for (Value r : a->getResults()) {
+          Linear l = linearize(r);
+          if (l.terms.lookup(key) == 1 && l.terms.lookup(w) == ws)
+            return true;
+        }
+  return false;
+}
+
 // Whether a require of `kernel` states `y % ws == 0` (a conjunct).
 bool requiresMultiple(attn::KernelOp kernel, Value y, int64_t ws) {
   bool found = false;
@@ -194,7 +210,9 @@ bool requiresMultiple(attn::KernelOp kernel, Value y, int64_t ws) {
     for (auto [r, z] :
          {std::pair{cmp.getLhs(), cmp.getRhs()}, std::pair{cmp.getRhs(), cmp.getLhs()}}) {
       auto rem = matchRem(r);
-      if (rem && constIndex(z) == 0 && rem->first == y && constIndex(rem->second) == ws)
+      // (`Y % 8 == 0` proves windows of 2, 4 and 8 whole.)
+      std::optional<int64_t> m = rem ? constIndex(rem->second) : std::nullopt;
+      if (rem && constIndex(z) == 0 && rem->first == y && m && *m > 0 && *m % ws == 0)
         found = true;
     }
   };
@@ -296,8 +314,12 @@ std::optional<Match> match(attn::DefineOp o, attn::KernelOp kernel) {
     std::optional<PixelAxis> found;
     for (Operation *c : chain) {
       BlockArgument y = c->getRegion(0).front().getArgument(pos);
+      // The key axis paired with this pixel axis, as c's body names it.
+      Value keyArg = c == o.getOperation()
+                         ? m.red.getBody().front().getArgument(m.axes.size())
+                         : c->getRegion(0).front().getArgument(n - 1 + m.axes.size());
       c->walk([&](arith::FloorDivSIOp div) {
-        if (found || constIndex(div.getRhs()) != ws)
+        if (found || constIndex(div.getRhs()) != ws || !startsWindow(div.getResult(), ws, keyArg))
           return;
         Value r = div.getLhs();
         PixelAxis a;
@@ -312,7 +334,7 @@ std::optional<Match> match(attn::DefineOp o, attn::KernelOp kernel) {
           if (l.terms.lookup(y) != 1)
             return;
           l.terms[y] = 0;
-          if (llvm::any_of(l.terms, [&](auto &t) { return t.second && inside(t.first); }))
+          if (llvm::any_of(l.terms, [&](auto &t) { return t.first != y && inside(t.first); }))
             return;
           a.mod = true;
           a.c = l;
@@ -509,11 +531,12 @@ struct WindowPartitionPass : impl::WindowPartitionPassBase<WindowPartitionPass> 
         uniqueName(cast<StringAttr>(m.o.getIndices()[n - 1]).getValue().str(), local);
     Value iExt = cst(kb, loc, nI), jExt = cst(kb, loc, nJ);
 
-    auto tensorType = [&](ArrayRef<Value> ext) {
+    // (The element type of the definition it replaces: a score may be an integer.)
+    auto tensorType = [&](ArrayRef<Value> ext, Value of) {
       SmallVector<int64_t> shape;
       for (Value e : ext)
         shape.push_back(constIndex(e).value_or(ShapedType::kDynamic));
-      return RankedTensorType::get(shape, kb.getF32Type());
+      return RankedTensorType::get(shape, cast<mlir::TensorType>(of.getType()).getElementType());
     };
     SmallVector<Value> pExt(outerExt);
     pExt.append({iExt, jExt});
@@ -562,13 +585,14 @@ struct WindowPartitionPass : impl::WindowPartitionPassBase<WindowPartitionPass> 
 
     // The scores, then the softmax, over (outer, i, j).
     for (attn::DefineOp d : m.scores) {
-      auto nd = kb.create<attn::DefineOp>(d.getLoc(), tensorType(pExt), d.getNameAttr(), pExt,
-                                          namesAttr(pNames));
+      auto nd = kb.create<attn::DefineOp>(d.getLoc(), tensorType(pExt, d.getResult()),
+                                          d.getNameAttr(), pExt, namesAttr(pNames));
       reindex(d, d.getBody(), nd.getBody());
       copies[d.getResult()] = nd.getResult();
     }
-    auto np = kb.create<attn::SoftmaxOp>(m.p.getLoc(), tensorType(pExt), m.p.getNameAttr(), pExt,
-                                         namesAttr(pNames), kb.getDenseI64ArrayAttr({(int64_t)n}));
+    auto np = kb.create<attn::SoftmaxOp>(m.p.getLoc(), tensorType(pExt, m.p.getResult()),
+                                         m.p.getNameAttr(), pExt, namesAttr(pNames),
+                                         kb.getDenseI64ArrayAttr({(int64_t)n}));
     reindex(m.p, m.p.getBody(), np.getBody());
     if (!m.p.getSink().empty())
       reindex(m.p, m.p.getSink(), np.getSink());
@@ -580,8 +604,8 @@ struct WindowPartitionPass : impl::WindowPartitionPassBase<WindowPartitionPass> 
     SmallVector<std::string> wNames(outerNames);
     wNames.append({iName, eName});
     std::string wName = uniqueName((m.o.getName() + "__win").str(), taken);
-    auto ow = kb.create<attn::DefineOp>(loc, tensorType(wExt), kb.getStringAttr(wName), wExt,
-                                        namesAttr(wNames));
+    auto ow = kb.create<attn::DefineOp>(loc, tensorType(wExt, m.o.getResult()),
+                                        kb.getStringAttr(wName), wExt, namesAttr(wNames));
     {
       Block &old = m.o.getBody().front();
       Block *nb = new Block();
