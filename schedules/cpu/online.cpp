@@ -283,10 +283,13 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
     // A group's whole tiles' are on the stack by request: Halide guards each of their iterations,
     // producers included, by the range's test, which made their buffers conditional allocations,
     // on the heap (one malloc per tile: packed sequences, H8 N4096, 59 ms against 58 with no
-    // whole tiles); hoisting them fails as above.
+    // whole tiles); hoisting them fails as above. Nor are they with a constant key count (a
+    // window of 512 keys: its whole tiles take every key, Halide drops the empty rest chain's
+    // loop and Realize, and then cannot hoist); their buffers have a constant size there.
+    const bool constantKeys = G.keyCount.defined() && H::Internal::as_const_int(G.keyCount);
     auto place = [&](H::Func f, const std::vector<H::Var> &fvars) {
       f.compute_at(tile);
-      if (!c.full && !G.keyRanged && T > 1)
+      if (!c.full && !G.keyRanged && T > 1 && !constantKeys)
         f.hoist_storage(hoist);
       if (c.groupWhole)
         f.store_in(H::MemoryType::Stack);
