@@ -254,6 +254,10 @@ std::optional<DensePattern> findDensePattern(const LoweredKernel &k) {
       if (n < 2 || score->varNames.size() != n || score->varNames[n - 2] != p->varNames[n - 2] ||
           score->varNames[n - 1] != p->varNames[n - 1])
         continue;
+      // And the output's rows are the softmax's, the value index last: a transposed output
+      // `o(e, n)` had its rows unrolled by the row count too.
+      if (!std::equal(p->varNames.begin(), p->varNames.end() - 1, o.varNames.begin()))
+        continue;
       // Every Func the rule places inside the query tile must be consumed only there.
       std::vector<const LoweredFunc *> members(softmax.begin(), softmax.end());
       members.push_back(&o);
