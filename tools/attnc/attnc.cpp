@@ -418,9 +418,15 @@ int main(int argc, char **argv) {
     info.schedule = attnc::scheduleKernel(lk, target, req);
     if (!info.schedule.warning.empty())
       std::cerr << info.schedule.warning << "\n";
+    // A tuned entry shows even when its fastest configuration was the default's knobs: the
+    // database was read and its measurement chose them.
+    std::vector<std::string> notes;
     if (!scheduleParams.empty())
-      info.schedule.applied += " (" + scheduleParams.str() +
-                               (tuned.entry ? ", tuned: " + tuned.from : std::string()) + ")";
+      notes.push_back(scheduleParams.str());
+    if (tuned.entry)
+      notes.push_back("tuned: " + tuned.from);
+    for (size_t i = 0; i < notes.size(); ++i)
+      info.schedule.applied += (i ? ", " : " (") + notes[i] + (i + 1 == notes.size() ? ")" : "");
     if (emitKind == attnc::Emit::Cost)
       return outs.finish(
           attnc::costReport(comp.lowered(), lk, target, co.passes.estimates, info.schedule.applied,
