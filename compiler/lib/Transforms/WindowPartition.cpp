@@ -29,6 +29,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Iterators.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/ADT/MapVector.h"
@@ -394,13 +395,16 @@ SmallVector<Value> digits(OpBuilder &b, Location loc, Value flat, ArrayRef<int64
   return out;
 }
 
+// Erases ops of `block` (nested ones too) that nothing uses. Visited last to first with nested
+// ops before their parent: a user goes before what it uses, and an erased parent never leaves a
+// visited op behind it already freed.
 void removeDeadOps(Block &block) {
   bool changed = true;
   while (changed) {
     changed = false;
     SmallVector<Operation *> ops;
-    block.walk([&](Operation *op) { ops.push_back(op); });
-    for (Operation *op : llvm::reverse(ops))
+    block.walk<WalkOrder::PostOrder, ReverseIterator>([&](Operation *op) { ops.push_back(op); });
+    for (Operation *op : ops)
       if (op->getParentOp() && isOpTriviallyDead(op)) {
         op->erase();
         changed = true;
