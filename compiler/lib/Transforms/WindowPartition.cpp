@@ -169,15 +169,13 @@ struct Match {
   attn::SoftmaxOp p;
   SmallVector<attn::DefineOp> scores; // read by p at its own indices, p's only readers
   SmallVector<PixelAxis> axes;        // in o's order, paired with red's indices in order
+  SmallVector<Operation *> chain;     // o, p and the scores, once the scores are known
 
   // Whether `v` is computed inside o, p or a score (an offset must come from outside them).
-  bool inside(Value v) {
+  bool inside(Value v) const {
     Operation *def = v.getDefiningOp();
     if (!def)
       def = cast<BlockArgument>(v).getOwner()->getParentOp();
-    SmallVector<Operation *> chain{o.getOperation(), p.getOperation()};
-    for (attn::DefineOp d : scores)
-      chain.push_back(d);
     return llvm::any_of(chain, [&](Operation *c) { return c == def || c->isProperAncestor(def); });
   }
 };
@@ -301,10 +299,9 @@ std::optional<Match> match(attn::DefineOp o, attn::KernelOp kernel) {
   }
   llvm::sort(m.scores, [](attn::DefineOp a, attn::DefineOp b) { return a->isBeforeInBlock(b); });
 
-  // The chain's ops and, per op, the block whose arguments are its indices.
-  SmallVector<Operation *> chain{o.getOperation(), m.p.getOperation()};
+  m.chain = {o.getOperation(), m.p.getOperation()};
   for (attn::DefineOp d : m.scores)
-    chain.push_back(d);
+    m.chain.push_back(d);
   auto inside = [&](Value v) { return m.inside(v); };
 
   // Pixel axes: an index of o (not the last) that a chain body divides, as ry, by the extent of
@@ -313,7 +310,7 @@ std::optional<Match> match(attn::DefineOp o, attn::KernelOp kernel) {
     const int64_t ws = keyExtent[m.axes.size()];
     Value extent = o.getExtents()[pos];
     std::optional<PixelAxis> found;
-    for (Operation *c : chain) {
+    for (Operation *c : m.chain) {
       BlockArgument y = c->getRegion(0).front().getArgument(pos);
       // The key axis paired with this pixel axis, as c's body names it.
       Value keyArg = c == o.getOperation()
@@ -501,6 +498,30 @@ struct WindowPartitionPass : impl::WindowPartitionPassBase<WindowPartitionPass> 
       from.replaceAllUsesWith(to);
   }
 
+  // A new body of `dst` over (outer, i, last) whose start maps `old`'s outer and pixel
+  // indices (mapPixels); the caller maps the rest and clones.
+  Block *beginBody(Match &m, Region &dst, Block &old, IRMapping &map, Subst &s) {
+    const unsigned n = m.o.getBody().front().getNumArguments();
+    Location loc = m.o.getLoc();
+    Block *nb = new Block();
+    dst.push_back(nb);
+    for (unsigned k = 0; k < n + 1; ++k)
+      nb->addArgument(IndexType::get(m.o.getContext()), loc);
+    OpBuilder b = OpBuilder::atBlockBegin(nb);
+    s = mapPixels(m, b, loc, old, nb->getArguments().take_front(n - 1), nb->getArgument(n - 1),
+                  map);
+    return nb;
+  }
+
+  // `r`'s clone (through `map`) becomes a read of `tensor` at `at`.
+  static void redirectRead(attn::ReadOp r, IRMapping &map, Value tensor, ValueRange at) {
+    auto c = map.lookup(r.getResult()).getDefiningOp<attn::ReadOp>();
+    OpBuilder b(c);
+    Value nr = b.create<attn::ReadOp>(c.getLoc(), c.getType(), tensor, at, c.getBoundaryAttr());
+    c.getResult().replaceAllUsesWith(nr);
+    c.erase();
+  }
+
   void rewrite(Match &m, attn::KernelOp kernel) {
     llvm::StringSet<> taken;
     kernel.walk([&](attn::DefineOp d) { taken.insert(d.getName()); });
@@ -556,14 +577,10 @@ struct WindowPartitionPass : impl::WindowPartitionPassBase<WindowPartitionPass> 
     llvm::DenseMap<Value, Value> copies;
     auto reindex = [&](Operation *oldOp, Region &src, Region &dst) {
       Block &old = src.front();
-      Block *nb = new Block();
-      dst.push_back(nb);
-      for (unsigned k = 0; k < n + 1; ++k)
-        nb->addArgument(kb.getIndexType(), loc);
-      OpBuilder b = OpBuilder::atBlockBegin(nb);
       IRMapping map;
-      ValueRange outer = nb->getArguments().take_front(n - 1);
-      Subst s = mapPixels(m, b, loc, old, outer, nb->getArgument(n - 1), map);
+      Subst s;
+      Block *nb = beginBody(m, dst, old, map, s);
+      OpBuilder b = OpBuilder::atBlockEnd(nb);
       SmallVector<Value> u = digits(b, loc, nb->getArgument(n), keyExt);
       for (unsigned k = 0; k < K; ++k)
         map.map(old.getArgument(n - 1 + k), u[k]);
@@ -576,14 +593,8 @@ struct WindowPartitionPass : impl::WindowPartitionPassBase<WindowPartitionPass> 
         if (copies.count(r.getTensor()) && readsAt(r, r.getTensor(), old.getArguments()))
           reads.push_back(r);
       });
-      for (attn::ReadOp r : reads) {
-        auto c = map.lookup(r.getResult()).getDefiningOp<attn::ReadOp>();
-        OpBuilder rb(c);
-        Value nr = rb.create<attn::ReadOp>(c.getLoc(), c.getType(), copies[r.getTensor()],
-                                           nb->getArguments(), c.getBoundaryAttr());
-        c.getResult().replaceAllUsesWith(nr);
-        c.erase();
-      }
+      for (attn::ReadOp r : reads)
+        redirectRead(r, map, copies[r.getTensor()], nb->getArguments());
       removeDeadOps(*nb);
     };
 
@@ -612,14 +623,10 @@ struct WindowPartitionPass : impl::WindowPartitionPassBase<WindowPartitionPass> 
                                         kb.getStringAttr(wName), wExt, namesAttr(wNames));
     {
       Block &old = m.o.getBody().front();
-      Block *nb = new Block();
-      ow.getBody().push_back(nb);
-      for (unsigned k = 0; k < n + 1; ++k)
-        nb->addArgument(kb.getIndexType(), loc);
-      OpBuilder b = OpBuilder::atBlockBegin(nb);
       IRMapping map;
-      Subst s = mapPixels(m, b, loc, old, nb->getArguments().take_front(n - 1),
-                          nb->getArgument(n - 1), map);
+      Subst s;
+      Block *nb = beginBody(m, ow.getBody(), old, map, s);
+      OpBuilder b = OpBuilder::atBlockEnd(nb);
       map.map(old.getArgument(n - 1), nb->getArgument(n));
       for (Operation &op : old)
         if (&op != m.red.getOperation() && !isa<attn::YieldOp>(op))
@@ -644,14 +651,8 @@ struct WindowPartitionPass : impl::WindowPartitionPassBase<WindowPartitionPass> 
         });
         SmallVector<Value> at(nb->getArguments().take_front(n));
         at.push_back(j);
-        for (attn::ReadOp r : reads) {
-          auto c = map.lookup(r.getResult()).getDefiningOp<attn::ReadOp>();
-          OpBuilder cb(c);
-          Value nr = cb.create<attn::ReadOp>(c.getLoc(), c.getType(), np.getResult(), at,
-                                             c.getBoundaryAttr());
-          c.getResult().replaceAllUsesWith(nr);
-          c.erase();
-        }
+        for (attn::ReadOp r : reads)
+          redirectRead(r, map, np.getResult(), at);
       }
       fixRy(m, m.o, old, map, s);
       b.setInsertionPointToEnd(nb);
