@@ -4,6 +4,7 @@
 #include "attnc/Dialect/AttnOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
@@ -154,6 +155,112 @@ void recordChoice(Operation *owner, StringRef attrName, StringRef source, String
     all.append(old.begin(), old.end());
   all.set(source, b.getDictionaryAttr(fields));
   owner->setAttr(attrName, all.getDictionary(owner->getContext()));
+}
+
+std::optional<int64_t> constIndex(Value v) {
+  APInt c;
+  if (matchPattern(v, m_ConstantInt(&c)))
+    return c.getSExtValue();
+  return std::nullopt;
+}
+
+void LinearIndex::add(const LinearIndex &o, int64_t scale) {
+  for (auto [v, c] : o.terms)
+    terms[v] += c * scale;
+  constant += o.constant * scale;
+}
+
+bool LinearIndex::operator==(const LinearIndex &o) const {
+  auto nonzero = [](const LinearIndex &l) {
+    llvm::SmallDenseMap<Value, int64_t> m;
+    for (auto [v, c] : l.terms)
+      if (c)
+        m[v] = c;
+    return m;
+  };
+  auto a = nonzero(*this), b = nonzero(o);
+  if (a.size() != b.size() || constant != o.constant)
+    return false;
+  for (auto [v, c] : a) {
+    auto it = b.find(v);
+    if (it == b.end() || it->second != c)
+      return false;
+  }
+  return true;
+}
+
+LinearIndex linearIndex(Value v, int depth) {
+  LinearIndex l;
+  if (auto c = constIndex(v)) {
+    l.constant = *c;
+    return l;
+  }
+  Operation *op = v.getDefiningOp();
+  if (depth < 64 && op) {
+    if (auto a = dyn_cast<arith::AddIOp>(op)) {
+      l.add(linearIndex(a.getLhs(), depth + 1), 1);
+      l.add(linearIndex(a.getRhs(), depth + 1), 1);
+      return l;
+    }
+    if (auto s = dyn_cast<arith::SubIOp>(op)) {
+      l.add(linearIndex(s.getLhs(), depth + 1), 1);
+      l.add(linearIndex(s.getRhs(), depth + 1), -1);
+      return l;
+    }
+    if (auto m = dyn_cast<arith::MulIOp>(op)) {
+      if (auto c = constIndex(m.getRhs())) {
+        l.add(linearIndex(m.getLhs(), depth + 1), *c);
+        return l;
+      }
+      if (auto c = constIndex(m.getLhs())) {
+        l.add(linearIndex(m.getRhs(), depth + 1), *c);
+        return l;
+      }
+    }
+  }
+  l.terms[v] = 1;
+  return l;
+}
+
+std::optional<std::pair<Value, Value>> matchRem(Value v) {
+  auto sub = v.getDefiningOp<arith::SubIOp>();
+  if (!sub)
+    return std::nullopt;
+  auto mul = sub.getRhs().getDefiningOp<arith::MulIOp>();
+  if (!mul)
+    return std::nullopt;
+  for (auto [q, m] :
+       {std::pair{mul.getLhs(), mul.getRhs()}, std::pair{mul.getRhs(), mul.getLhs()}}) {
+    auto div = q.getDefiningOp<arith::FloorDivSIOp>();
+    if (div && div.getLhs() == sub.getLhs() && div.getRhs() == m)
+      return std::pair{sub.getLhs(), m};
+  }
+  return std::nullopt;
+}
+
+bool requiresMultiple(attn::KernelOp kernel, Value y, int64_t ws) {
+  bool found = false;
+  std::function<void(Value)> conj = [&](Value c) {
+    if (auto a = c.getDefiningOp<arith::AndIOp>()) {
+      conj(a.getLhs());
+      conj(a.getRhs());
+      return;
+    }
+    auto cmp = c.getDefiningOp<arith::CmpIOp>();
+    if (!cmp || cmp.getPredicate() != arith::CmpIPredicate::eq)
+      return;
+    for (auto [r, z] :
+         {std::pair{cmp.getLhs(), cmp.getRhs()}, std::pair{cmp.getRhs(), cmp.getLhs()}}) {
+      auto rem = matchRem(r);
+      // (`Y % 8 == 0` proves windows of 2, 4 and 8 whole.)
+      std::optional<int64_t> m = rem ? constIndex(rem->second) : std::nullopt;
+      if (rem && constIndex(z) == 0 && rem->first == y && m && *m > 0 && *m % ws == 0)
+        found = true;
+    }
+  };
+  for (auto req : kernel.getBody().front().getOps<attn::RequireOp>())
+    conj(req.getCondition());
+  return found;
 }
 
 } // namespace attnc

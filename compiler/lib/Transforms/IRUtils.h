@@ -7,6 +7,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -59,5 +60,27 @@ void recordChoice(mlir::Operation *owner, llvm::StringRef attrName, llvm::String
                   llvm::StringRef order,
                   llvm::ArrayRef<std::pair<llvm::StringRef, std::optional<int64_t>>> costs,
                   llvm::StringRef reason);
+
+// The value of the integer constant `v`, if it is one.
+std::optional<int64_t> constIndex(mlir::Value v);
+
+// An index expression as sum(coefficient x atom) + constant, through + - and multiplication by a
+// constant; anything else is an atom of its own (linearIndex).
+struct LinearIndex {
+  llvm::MapVector<mlir::Value, int64_t> terms;
+  int64_t constant = 0;
+
+  void add(const LinearIndex &o, int64_t scale);
+  // (Terms of coefficient 0 do not count.)
+  bool operator==(const LinearIndex &o) const;
+};
+LinearIndex linearIndex(mlir::Value v, int depth = 0);
+
+// `e - floordiv(e, m) * m`, the DSL's `e % m`: e and m, or nothing.
+std::optional<std::pair<mlir::Value, mlir::Value>> matchRem(mlir::Value v);
+
+// Whether a require of `kernel` states `y % m == 0` (a conjunct) for a constant m that is a
+// multiple of `ws` (`Y % 8 == 0` proves windows of 2, 4 and 8 whole).
+bool requiresMultiple(attn::KernelOp kernel, mlir::Value y, int64_t ws);
 
 } // namespace attnc

@@ -46,99 +46,11 @@ namespace attnc {
 
 namespace {
 
-std::optional<int64_t> constIndex(Value v) {
-  APInt c;
-  if (matchPattern(v, m_ConstantInt(&c)))
-    return c.getSExtValue();
-  return std::nullopt;
-}
-
-// An index expression as sum(coefficient x atom) + constant, through + - and multiplication by a
-// constant; anything else is an atom of its own.
-struct Linear {
-  llvm::MapVector<Value, int64_t> terms;
-  int64_t constant = 0;
-
-  void add(const Linear &o, int64_t scale) {
-    for (auto [v, c] : o.terms)
-      terms[v] += c * scale;
-    constant += o.constant * scale;
-  }
-  bool operator==(const Linear &o) const {
-    auto nonzero = [](const Linear &l) {
-      llvm::SmallDenseMap<Value, int64_t> m;
-      for (auto [v, c] : l.terms)
-        if (c)
-          m[v] = c;
-      return m;
-    };
-    auto a = nonzero(*this), b = nonzero(o);
-    if (a.size() != b.size() || constant != o.constant)
-      return false;
-    for (auto [v, c] : a) {
-      auto it = b.find(v);
-      if (it == b.end() || it->second != c)
-        return false;
-    }
-    return true;
-  }
-};
-
-Linear linearize(Value v, int depth = 0) {
-  Linear l;
-  if (auto c = constIndex(v)) {
-    l.constant = *c;
-    return l;
-  }
-  Operation *op = v.getDefiningOp();
-  if (depth < 64 && op) {
-    if (auto a = dyn_cast<arith::AddIOp>(op)) {
-      l.add(linearize(a.getLhs(), depth + 1), 1);
-      l.add(linearize(a.getRhs(), depth + 1), 1);
-      return l;
-    }
-    if (auto s = dyn_cast<arith::SubIOp>(op)) {
-      l.add(linearize(s.getLhs(), depth + 1), 1);
-      l.add(linearize(s.getRhs(), depth + 1), -1);
-      return l;
-    }
-    if (auto m = dyn_cast<arith::MulIOp>(op)) {
-      if (auto c = constIndex(m.getRhs())) {
-        l.add(linearize(m.getLhs(), depth + 1), *c);
-        return l;
-      }
-      if (auto c = constIndex(m.getLhs())) {
-        l.add(linearize(m.getRhs(), depth + 1), *c);
-        return l;
-      }
-    }
-  }
-  l.terms[v] = 1;
-  return l;
-}
-
-// `e - floordiv(e, m) * m`, the DSL's `e % m`: e and m, or nothing.
-std::optional<std::pair<Value, Value>> matchRem(Value v) {
-  auto sub = v.getDefiningOp<arith::SubIOp>();
-  if (!sub)
-    return std::nullopt;
-  auto mul = sub.getRhs().getDefiningOp<arith::MulIOp>();
-  if (!mul)
-    return std::nullopt;
-  for (auto [q, m] :
-       {std::pair{mul.getLhs(), mul.getRhs()}, std::pair{mul.getRhs(), mul.getLhs()}}) {
-    auto div = q.getDefiningOp<arith::FloorDivSIOp>();
-    if (div && div.getLhs() == sub.getLhs() && div.getRhs() == m)
-      return std::pair{sub.getLhs(), m};
-  }
-  return std::nullopt;
-}
-
 // What the window of one pixel axis is: ry = (y + c) % Y (mod) or y, windows of ws.
 struct PixelAxis {
   unsigned pos;               // among o's indices
   bool mod = false;           // ry = (y + c) % Y, else ry = y
-  Linear c;                   // its offset, over values outside the chain and constants
+  LinearIndex c;              // its offset, over values outside the chain and constants
   Value e;                    // where it was found: y + c
   Operation *owner = nullptr; // the chain op whose index y is, for materialize
   BlockArgument y;
@@ -154,7 +66,7 @@ bool isRy(Value r, BlockArgument y, const PixelAxis &a, Value modulus,
   auto rem = matchRem(r);
   if (!rem || rem->second != modulus)
     return false;
-  Linear l = linearize(rem->first);
+  LinearIndex l = linearIndex(rem->first);
   if (l.terms.lookup(y) != 1)
     return false;
   l.terms[y] = 0;
@@ -187,37 +99,11 @@ bool startsWindow(Value w, int64_t ws, Value key) {
         mul && (constIndex(mul.getLhs()) == ws || constIndex(mul.getRhs()) == ws))
       for (Operation *a : mul.getResult().getUsers())
         for (Value r : a->getResults()) {
-          Linear l = linearize(r);
+          LinearIndex l = linearIndex(r);
           if (l.terms.lookup(key) == 1 && l.terms.lookup(w) == ws)
             return true;
         }
   return false;
-}
-
-// Whether a require of `kernel` states `y % ws == 0` (a conjunct).
-bool requiresMultiple(attn::KernelOp kernel, Value y, int64_t ws) {
-  bool found = false;
-  std::function<void(Value)> conj = [&](Value c) {
-    if (auto a = c.getDefiningOp<arith::AndIOp>()) {
-      conj(a.getLhs());
-      conj(a.getRhs());
-      return;
-    }
-    auto cmp = c.getDefiningOp<arith::CmpIOp>();
-    if (!cmp || cmp.getPredicate() != arith::CmpIPredicate::eq)
-      return;
-    for (auto [r, z] :
-         {std::pair{cmp.getLhs(), cmp.getRhs()}, std::pair{cmp.getRhs(), cmp.getLhs()}}) {
-      auto rem = matchRem(r);
-      // (`Y % 8 == 0` proves windows of 2, 4 and 8 whole.)
-      std::optional<int64_t> m = rem ? constIndex(rem->second) : std::nullopt;
-      if (rem && constIndex(z) == 0 && rem->first == y && m && *m > 0 && *m % ws == 0)
-        found = true;
-    }
-  };
-  for (auto req : kernel.getBody().front().getOps<attn::RequireOp>())
-    conj(req.getCondition());
-  return found;
 }
 
 // Whether the extents are the same values or equal constants.
@@ -328,7 +214,7 @@ std::optional<Match> match(attn::DefineOp o, attn::KernelOp kernel) {
         if (r == y) {
           a.e = y;
         } else if (auto rem = matchRem(r); rem && rem->second == extent) {
-          Linear l = linearize(rem->first);
+          LinearIndex l = linearIndex(rem->first);
           if (l.terms.lookup(y) != 1)
             return;
           l.terms[y] = 0;
