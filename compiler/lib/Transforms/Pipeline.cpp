@@ -29,6 +29,8 @@ void buildPassPipeline(OpPassManager &pm, const PipelineOptions &opts) {
     pm.addPass(createOnlineSoftmaxPass(OnlineSoftmaxPassOptions{opts.onlineTile}));
   // After the patterns the passes above match, which read inputs where the user wrote them.
   pm.addPass(createGatherReadsPass());
+  // Last: the subscripts of input reads as HalideGen will see them, gathered or not.
+  pm.addPass(createRemainderBoundsPass());
 }
 
 LogicalResult runPassPipeline(ModuleOp module, const PipelineOptions &opts) {

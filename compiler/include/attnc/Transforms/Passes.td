@@ -88,6 +88,20 @@ def GatherReadsPass : Pass<"attn-gather-reads", "mlir::ModuleOp"> {
   }];
 }
 
+def RemainderBoundsPass : Pass<"attn-remainder-bounds", "mlir::ModuleOp"> {
+  let summary = "Bound an input subscript `a % N + u` by what a `require` proves, for Halide's "
+                "bounds inference";
+  let description = [{
+    An `attn.read` of a kernel input at a subscript `a % N + b`, where every coefficient of `a`
+    (and its constant) is a multiple of some m, `b` lies in [0, m) (indices of constant extent and
+    constants, with coefficients >= 0) and a `require` states `N % M == 0` with M a multiple of m,
+    reads at `min(a % N, N - m) + b`: the same value, since a % N is then a multiple of m below N,
+    but Halide bounds it by N - 1 where it bounded `a % N + b` by N - 1 + max(b) and the input's
+    bounds check failed for elements never read (`k(n / 2 * 4 % N + u, d)`, u in 0..4).
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect"];
+}
+
 def MaskBoundsPass : Pass<"attn-mask-bounds", "mlir::ModuleOp"> {
   let summary = "Record affine bounds of softmax masks on the softmax axes and on the sums over "
                 "them";
