@@ -1,11 +1,13 @@
 // attn-remainder-bounds: an input subscript `a % N + b` reads at `min(a % N, N - m) + b` where a
-// `require` makes the two equal, so that Halide's bounds inference sees the rows actually read.
+// `require` or a constant N makes the two equal, so that Halide's bounds inference sees the rows
+// actually read.
 //
 // Halide bounds a subscript by interval arithmetic: `a % N` lies in [0, N - 1], so `a % N + u`
 // with u in 0..4 reaches N + 2, and the input's bounds check stops the kernel although no such
 // row is read when a is a multiple of 4 and N is too. Where every coefficient of a is a multiple
-// of m, b lies in [0, m) and a require proves N % m == 0, a % N is a multiple of m below N, so at
-// most N - m: the min changes no value, and bounds the read by N - 1.
+// of m, b lies in [0, m) and N is a multiple of m (a constant, or a require says so), a % N is a
+// multiple of m below N, so at most N - m: the min changes no value, and bounds the read by
+// N - 1.
 #include "attnc/Transforms/Passes.h"
 
 #include "IRUtils.h"
@@ -58,6 +60,13 @@ int64_t commonFactor(const LinearIndex &a) {
   return g;
 }
 
+// Whether `n` is a multiple of `m`: a constant one, or a size a `require` says is.
+bool dividedBy(attn::KernelOp kernel, Value n, int64_t m) {
+  if (std::optional<int64_t> c = constIndex(n))
+    return *c > 0 && *c % m == 0;
+  return requiresMultiple(kernel, n, m);
+}
+
 // The remainders `a % N` that `idx` adds or subtracts (through + - and products by constants).
 SmallVector<Value> remainders(Value idx) {
   SmallVector<Value> out, work{idx};
@@ -101,7 +110,7 @@ struct RemainderBoundsPass : impl::RemainderBoundsPassBase<RemainderBoundsPass> 
             const int64_t g = commonFactor(linearIndex(parts->first));
             // m: a divisor of a's common factor above b's range that N is a multiple of.
             for (int64_t m = *top + 1; m <= g && m <= 4096; ++m)
-              if (g % m == 0 && requiresMultiple(kernel, parts->second, m)) {
+              if (g % m == 0 && dividedBy(kernel, parts->second, m)) {
                 bounded.push_back({rem, m});
                 seen.insert(rem);
                 break;
