@@ -238,8 +238,8 @@ std::optional<std::pair<Value, Value>> matchRem(Value v) {
   return std::nullopt;
 }
 
-bool requiresMultiple(attn::KernelOp kernel, Value y, int64_t ws) {
-  bool found = false;
+SmallVector<int64_t> requiredModuli(attn::KernelOp kernel, Value y) {
+  SmallVector<int64_t> out;
   std::function<void(Value)> conj = [&](Value c) {
     if (auto a = c.getDefiningOp<arith::AndIOp>()) {
       conj(a.getLhs());
@@ -252,15 +252,19 @@ bool requiresMultiple(attn::KernelOp kernel, Value y, int64_t ws) {
     for (auto [r, z] :
          {std::pair{cmp.getLhs(), cmp.getRhs()}, std::pair{cmp.getRhs(), cmp.getLhs()}}) {
       auto rem = matchRem(r);
-      // (`Y % 8 == 0` proves windows of 2, 4 and 8 whole.)
       std::optional<int64_t> m = rem ? constIndex(rem->second) : std::nullopt;
-      if (rem && constIndex(z) == 0 && rem->first == y && m && *m > 0 && *m % ws == 0)
-        found = true;
+      if (rem && constIndex(z) == 0 && rem->first == y && m && *m > 0)
+        out.push_back(*m);
     }
   };
   for (auto req : kernel.getBody().front().getOps<attn::RequireOp>())
     conj(req.getCondition());
-  return found;
+  return out;
+}
+
+bool requiresMultiple(attn::KernelOp kernel, Value y, int64_t ws) {
+  // (`Y % 8 == 0` proves windows of 2, 4 and 8 whole.)
+  return llvm::any_of(requiredModuli(kernel, y), [&](int64_t m) { return m % ws == 0; });
 }
 
 } // namespace attnc

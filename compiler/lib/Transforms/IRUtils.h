@@ -79,6 +79,9 @@ LinearIndex linearIndex(mlir::Value v, int depth = 0);
 // `e - floordiv(e, m) * m`, the DSL's `e % m`: e and m, or nothing.
 std::optional<std::pair<mlir::Value, mlir::Value>> matchRem(mlir::Value v);
 
+// The constants m of the conjuncts `y % m == 0` (m > 0) that `kernel`'s requires state.
+llvm::SmallVector<int64_t> requiredModuli(attn::KernelOp kernel, mlir::Value y);
+
 // Whether a require of `kernel` states `y % m == 0` (a conjunct) for a constant m that is a
 // multiple of `ws` (`Y % 8 == 0` proves windows of 2, 4 and 8 whole).
 bool requiresMultiple(attn::KernelOp kernel, mlir::Value y, int64_t ws);

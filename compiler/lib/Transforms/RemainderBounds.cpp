@@ -15,6 +15,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/ADT/MapVector.h"
 
 #include <numeric>
 
@@ -60,11 +61,29 @@ int64_t commonFactor(const LinearIndex &a) {
   return g;
 }
 
-// Whether `n` is a multiple of `m`: a constant one, or a size a `require` says is.
-bool dividedBy(attn::KernelOp kernel, Value n, int64_t m) {
-  if (std::optional<int64_t> c = constIndex(n))
-    return *c > 0 && *c % m == 0;
-  return requiresMultiple(kernel, n, m);
+// The smallest m above `top` that divides `g` and that `n` is a multiple of (a constant n, or a
+// size a `require` says is a multiple of a constant M); 0 when there is none. `moduli` caches
+// each size's Ms, so a kernel's requires are read once per size.
+int64_t windowOf(attn::KernelOp kernel, Value n, int64_t top, int64_t g,
+                 llvm::DenseMap<Value, SmallVector<int64_t>> &moduli) {
+  SmallVector<int64_t> ms;
+  if (std::optional<int64_t> c = constIndex(n)) {
+    if (*c > 0)
+      ms.push_back(*c);
+  } else {
+    auto it = moduli.find(n);
+    if (it == moduli.end())
+      it = moduli.try_emplace(n, requiredModuli(kernel, n)).first;
+    ms = it->second;
+  }
+  int64_t best = 0;
+  for (int64_t mm : ms) {
+    const int64_t h = std::gcd(g, mm); // m must divide both
+    for (int64_t m = top + 1; m <= h && m <= 4096 && (best == 0 || m < best); ++m)
+      if (h % m == 0)
+        best = m;
+  }
+  return best;
 }
 
 // The remainders `a % N` that `idx` adds or subtracts (through + - and products by constants).
@@ -89,16 +108,16 @@ struct RemainderBoundsPass : impl::RemainderBoundsPassBase<RemainderBoundsPass> 
 
   void runOnOperation() override {
     getOperation().walk([&](attn::KernelOp kernel) {
-      SmallVector<std::pair<Value, int64_t>> bounded; // (a % N, m)
-      llvm::SmallDenseSet<Value> seen;
+      // a % N -> (N, m), each remainder once however many reads add it.
+      llvm::MapVector<Value, std::pair<Value, int64_t>> bounded;
+      llvm::DenseMap<Value, SmallVector<int64_t>> moduli;
       kernel.walk([&](attn::ReadOp r) {
         if (!isa<BlockArgument>(r.getTensor()) || r.getBoundary() != "none")
           return;
         for (Value idx : r.getIndices()) {
           LinearIndex l = linearIndex(idx);
           for (Value rem : remainders(idx)) {
-            auto parts = matchRem(rem);
-            if (seen.count(rem))
+            if (bounded.count(rem))
               continue;
             // b = idx - (a % N), as linear forms (linearIndex sees through the remainder too).
             LinearIndex b = l;
@@ -107,22 +126,19 @@ struct RemainderBoundsPass : impl::RemainderBoundsPassBase<RemainderBoundsPass> 
             // (b = 0: a % N itself is bounded by N - 1 already.)
             if (!top || *top == 0)
               continue;
-            const int64_t g = commonFactor(linearIndex(parts->first));
+            auto [a, n] = *matchRem(rem);
             // m: a divisor of a's common factor above b's range that N is a multiple of.
-            for (int64_t m = *top + 1; m <= g && m <= 4096; ++m)
-              if (g % m == 0 && dividedBy(kernel, parts->second, m)) {
-                bounded.push_back({rem, m});
-                seen.insert(rem);
-                break;
-              }
+            const int64_t g = commonFactor(linearIndex(a));
+            if (int64_t m = g == 0 ? 0 : windowOf(kernel, n, *top, g, moduli))
+              bounded.insert({rem, {n, m}});
           }
         }
       });
-      for (auto [rem, m] : bounded) {
+      for (auto &[rem, nm] : bounded) {
+        auto [n, m] = nm;
         OpBuilder b(rem.getContext());
         b.setInsertionPointAfterValue(rem);
         Location loc = rem.getLoc();
-        Value n = matchRem(rem)->second;
         Value limit =
             b.create<arith::SubIOp>(loc, n, b.create<arith::ConstantIndexOp>(loc, m).getResult());
         auto min = b.create<arith::MinSIOp>(loc, rem, limit);
