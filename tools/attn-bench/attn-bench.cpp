@@ -121,6 +121,7 @@ int main(int argc, char **argv) {
   o.quick = quick;
   o.reps = reps.getNumOccurrences() ? reps : o.quick ? 3 : 10;
   o.budget = budget.getNumOccurrences() ? budget : o.quick ? 0.5 : 4.0;
+  o.warmup = o.quick ? 0.0 : 0.25;
   o.threads = kernelThreads();
 
   RunInfo info;
@@ -150,8 +151,9 @@ int main(int argc, char **argv) {
   if (torch)
     info.torchVersion = torch->version();
   std::printf(
-      "median of up to %d timed runs per implementation (at most ~%.1f s each after 3 runs)%s\n\n",
-      o.reps, o.budget, o.quick ? "; --quick: small shapes, a smoke run" : "");
+      "median of up to %d timed runs per implementation (at most ~%.1f s each after 3 runs, "
+      "after %.2f s of untimed runs)%s\n\n",
+      o.reps, o.budget, o.warmup, o.quick ? "; --quick: small shapes, a smoke run" : "");
   std::fflush(stdout);
 
   std::vector<CaseResult> results;

@@ -108,8 +108,23 @@ void setMedian(Runner &r, std::vector<double> t) {
   r.res.runs = (int)n;
 }
 
-// The median of the timed runs. The first (agreement) run is the warm-up: page faults, the thread
-// pool's start. Where it alone took longer than the budget, it is also the only sample (a cold
+// Untimed runs, `o.warmup` seconds of them (none after a first run that took longer: a multi-
+// second baseline is warm after it). On the 2-core guests the first runs of a case (after
+// PyTorch's process, run just before for the agreement check) were slow for tens of
+// milliseconds: msda 56x56 on Zen 5 took 6.5, 4.7, ... 3.3 ms over its first ten runs, their
+// median 4.7 ms, where 40 runs had a median of 2.6. PyTorch's timing (torch_baseline.py) warms up
+// by the same budget, so both sides are timed warm.
+void warmUp(Runner &r, const Options &o) {
+  if (r.firstSeconds >= o.warmup)
+    return;
+  const auto start = std::chrono::steady_clock::now();
+  do
+    r.run();
+  while (seconds(start, std::chrono::steady_clock::now()) < o.warmup);
+}
+
+// The median of the timed runs. The first (agreement) run and warmUp's are the warm-up: page
+// faults, the thread pool's start. Where it alone took longer than the budget, it is also the only sample (a cold
 // run of a multi-second naive baseline differs from a warm one by far less than the noise).
 void timeRunner(Runner &r, const Options &o) {
   if (r.firstSeconds >= o.budget) {
@@ -118,6 +133,7 @@ void timeRunner(Runner &r, const Options &o) {
     r.res.note = "one run (the agreement run) exceeded the time budget";
     return;
   }
+  warmUp(r, o);
   std::vector<double> t;
   double total = 0;
   const int minRuns = std::min(3, o.reps);
@@ -134,6 +150,8 @@ void timeRunner(Runner &r, const Options &o) {
 // timeRunner for several implementations at once, in rounds of one run each; an implementation
 // leaves the rounds when it has its runs (as timeRunner counts them).
 void timeInTurns(const std::vector<Runner *> &rs, const Options &o) {
+  for (Runner *r : rs)
+    warmUp(*r, o);
   std::vector<std::vector<double>> t(rs.size());
   std::vector<double> total(rs.size(), 0);
   std::vector<bool> done(rs.size(), false);

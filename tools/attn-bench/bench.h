@@ -34,6 +34,7 @@ struct Options {
   int reps = 10;         // timed runs per implementation (fewer when the budget runs out)
   bool quick = false;    // small shapes only, fewer runs: a smoke run
   double budget = 4.0;   // seconds of timed runs per implementation, after at least 3 runs
+  double warmup = 0.25;  // seconds of untimed runs before an implementation's timed ones
   double peakGflops = 0; // the FMA microkernel's all-core fp32 peak
   int threads = 1;       // threads of the kernels' pool (and of the peak)
   const TorchBaseline *torch = nullptr; // null: torch is not importable, no PyTorch column

@@ -104,7 +104,7 @@ bool TorchBaseline::run(const std::string &entry, const std::string &constsJson,
     meta << (i ? ", " : "") << "\"" << names[i] << "\"";
   }
   meta << "], \"consts\": " << (constsJson.empty() ? "{}" : constsJson) << ", \"reps\": " << o.reps
-       << ", \"budget\": " << o.budget << "}";
+       << ", \"budget\": " << o.budget << ", \"warmup\": " << o.warmup << "}";
   std::ofstream((dir / "meta.json").string()) << meta.str() << "\n";
 
   int rc = 0;
