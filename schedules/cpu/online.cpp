@@ -143,8 +143,7 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   auto at = [&](FuncIndex i) { return &k.funcs[i]; };
   // A chain's keys per tile (whole tiles are longer than the group's), if constant.
   auto chainKeys = [&](const OnlineChain &c) -> std::optional<int> {
-    std::optional<int64_t> n = H::Internal::as_const_int(at(c.tpv)->rvars[0].extent());
-    return n ? std::optional<int>((int)*n) : std::nullopt;
+    return c.tile > 0 ? std::optional<int>(c.tile) : std::nullopt;
   };
   const OnlineGroup &G = k.onlineGroups[g.group];
   LoweredFunc &O = *at(G.output);

@@ -103,8 +103,11 @@ struct OnlineChain {
   // The whole tiles of a group's key ranges (`<o>__tmax_whole`, ...: attn.online_softmax's
   // whole_tile keys each, inside every row's visible keys), whose updates Halide guards as a
   // whole (producers included) by the range's test. (Without a mask the full chain's tiles are
-  // the whole ones, the masked chain's the rest: a chain's tile length is its tpv's key extent.)
+  // the whole ones, the masked chain's the rest.)
   bool groupWhole = false;
+  // Keys per tile of this chain (its slots; the masked chain's exps x values step may stop
+  // earlier, at the key count).
+  int tile = 0;
 };
 
 // One attn.online_softmax as HalideGen lowered it (lowerOnline): its Funcs, by index, and what the
