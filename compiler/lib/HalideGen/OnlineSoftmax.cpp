@@ -326,6 +326,9 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
                        negZero);
     };
 
+    // With fewer keys than slots (one tile, base 0) the slots past the last key count for
+    // nothing: the masked chain's reductions over the slots stop at the last key (see rp below).
+    const H::Expr slotsEnd = full || !stopAtKeys ? H::Expr() : H::min(H::Expr(T), Nk);
     if (weights) {
       c.texp.vars = svars, c.texp.varNames = snames;
       c.texp.vars.push_back(kt), c.texp.varNames.push_back(tileName);
@@ -333,7 +336,7 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     } else {
       c.tmax.vars = rowVars, c.tmax.varNames = rowNames;
       c.tmax.vars.push_back(kt), c.tmax.varNames.push_back(tileName);
-      H::RDom rm = tileRDom(c.tmax.name, T);
+      H::RDom rm = tileRDom(c.tmax.name, T, slotsEnd);
       c.tmax.func(rowsTile(kt)) = lo;
       c.tmax.func(rowsTile(kt)) = H::max(c.tmax.func(rowsTile(kt)), scoreAt(kt, rm));
       c.tmax.rvars = {rm[0]}, c.tmax.rvarNames = {keyName}, c.tmax.reduceKind = "max";
@@ -350,7 +353,7 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
           marked(nanExp(sk - H::max(c.tmax.func(rowsTile(kt)), finite)) * tileScale);
 
       c.tsum.vars = c.tmax.vars, c.tsum.varNames = c.tmax.varNames;
-      H::RDom rs = tileRDom(c.tsum.name, T);
+      H::RDom rs = tileRDom(c.tsum.name, T, slotsEnd);
       c.tsum.func(rowsTile(kt)) = 0.0f;
       c.tsum.func(rowsTile(kt)) += c.texp.func(texpArgs(rs, kt));
       c.tsum.rvars = {rs[0]}, c.tsum.rvarNames = {keyName}, c.tsum.reduceKind = "sum";
@@ -364,7 +367,7 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     // the call. (Full tiles exist only with Nk >= T; a key count there would cost their blocks
     // of valueKeys their constant bounds. Under key ranges the score's storage bound of one
     // tile no longer held: run/key-padding.test.)
-    H::RDom rp = tileRDom(c.tpv.name, T, full || !stopAtKeys ? H::Expr() : H::min(H::Expr(T), Nk));
+    H::RDom rp = tileRDom(c.tpv.name, T, slotsEnd);
     Block &vb = op.getValue().front();
     Env venv;
     for (size_t i = 0; i < vars.size(); ++i)
