@@ -76,7 +76,7 @@ struct OnlineParams {
   int queryTile = kQueryTile; // query rows per parallel task
   int scoreRows = 2;          // rows of the score GEMM kept in registers
   int valueRows = 4;          // rows of the exp x V GEMM kept in registers
-  int valueVectors = 4; // vectors of the value index per row in registers (D = 64 with AVX-512)
+  int valueVectors = 4; // vectors of the value index per row in registers (at most; see defaults)
   int scoreKeys = 128;  // keys per block of the score GEMM (a tile or more: the whole tile;
                         // defaults() sets it from the target)
   int valueKeys = 128;  // keys per block of the exps x V GEMM (a tile or more: the whole tile)
@@ -621,6 +621,12 @@ private:
         d.valueRows = 2;
         d.queryTile = group.queryGroup;
       }
+    // The exps x V block's accumulators, too, take at most half the vector registers (the rest
+    // hold a row of V and the broadcast exps): 4 rows x 4 vectors with AVX-512's 32, and 4 x 2
+    // with AVX2's 16, where 4 x 4 took every register and spilled. Zen 3 (AVX2), sdpa B1 H8
+    // N2048 D64, 2 threads, A/B in one process: 4 x 4 141-158 ms, 4 x 2 97-111 ms, 2 x 4
+    // 103-116 ms, 4 x 1 125 ms. Grouped rows (causal: 2 rows) keep 4 vectors on both.
+    d.valueVectors = std::max(1, std::min(d.valueVectors, t.vectorRegisters / 2 / d.valueRows));
     return d;
   }
 

@@ -19,7 +19,8 @@ struct Target {
         floatLanes(t.natural_vector_size<float>()),
         fma(t.has_feature(Halide::Target::FMA) || t.has_feature(Halide::Target::FMA4) ||
             (t.arch == Halide::Target::ARM && t.bits == 64)),
-        avx512(t.arch == Halide::Target::X86 && t.has_feature(Halide::Target::AVX512)) {}
+        avx512(t.arch == Halide::Target::X86 && t.has_feature(Halide::Target::AVX512)),
+        vectorRegisters(avx512 || (t.arch == Halide::Target::ARM && t.bits == 64) ? 32 : 16) {}
 
   // Any GPU API: the CPU rules decline such targets.
   bool gpu = false;
@@ -32,6 +33,9 @@ struct Target {
   int floatLanes = 1;
   bool fma = false;
   bool avx512 = false;
+  // Architectural vector registers, which bound a register block's accumulators: 32 with
+  // AVX-512 (zmm0-31) and on 64-bit ARM (v0-31), 16 otherwise (SSE/AVX/AVX2's xmm/ymm0-15).
+  int vectorRegisters = 16;
 
   // A JIT compile that runs once at known sizes (attn-run): every buffer's extents and mins at
   // those sizes, as Halide's front end names them ("k.extent.1", "o.min.0"). Rules then compile
