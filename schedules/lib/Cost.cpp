@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 namespace attnc {
 namespace {
@@ -524,17 +525,28 @@ private:
 // Captures the lowered body where custom passes run, and leaves it unchanged.
 // Shared storage: a JIT plan's pipeline keeps its custom passes (removing one would drop the
 // compiled code), so the pass may outlive the LoweredPlan it first wrote to.
+// Thrown by Capture when its `keep` turns the plan down: unwinds Halide's compile before code
+// generation (lowerPlan catches it).
+struct PlanNotKept {};
+
 class Capture : public HI::IRMutator {
 public:
-  explicit Capture(std::shared_ptr<HI::Stmt> out) : out_(std::move(out)) {}
+  explicit Capture(std::shared_ptr<HI::Stmt> out, std::function<bool(const HI::Stmt &)> keep = {})
+      : out_(std::move(out)), keep_(std::move(keep)) {}
   using HI::IRMutator::mutate;
   HI::Stmt mutate(const HI::Stmt &s) override {
     *out_ = s;
+    // Asked once: what `keep` reads belongs to the caller of lowerPlan, and a pipeline that lowers
+    // again (a JIT plan realized for another target) must not reach it.
+    if (std::function<bool(const HI::Stmt &)> keep = std::exchange(keep_, nullptr);
+        keep && !keep(s))
+      throw PlanNotKept{};
     return s;
   }
 
 private:
   std::shared_ptr<HI::Stmt> out_;
+  std::function<bool(const HI::Stmt &)> keep_;
 };
 
 Shapes shapesOf(const LoweredKernel &k, const std::map<std::string, int64_t> &sizes) {
@@ -604,15 +616,19 @@ costSizes(const LoweredKernel &k, const std::map<std::string, int64_t> &given, i
   return sizes;
 }
 
-LoweredPlan lowerPlan(const LoweredKernel &k, const Halide::Target &t, bool jit) {
+LoweredPlan lowerPlan(const LoweredKernel &k, const Halide::Target &t, bool jit,
+                      const std::function<bool(const HI::Stmt &)> &keep) {
   LoweredPlan plan;
   H::Pipeline p = k.pipeline();
   auto body = std::make_shared<HI::Stmt>();
-  p.add_custom_lowering_pass(new Capture(body));
+  p.add_custom_lowering_pass(new Capture(body, jit ? keep : nullptr));
   if (jit) {
     try {
       p.compile_jit(t);
       plan.jit = p;
+    } catch (const PlanNotKept &) {
+      plan.body = *body;
+      return plan;
     } catch (const H::Error &) {
       // Code generation can fail where lowering does not (LLVM's constant folding of an int32
       // overflow, say): weigh the plan as lowered, as without `jit`; if it is chosen, the run

@@ -12,6 +12,7 @@
 #include "attnc/HalideGen.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -53,7 +54,13 @@ struct LoweredPlan {
   std::optional<Halide::Pipeline> jit;
   Halide::Internal::Stmt body;
 };
-LoweredPlan lowerPlan(const LoweredKernel &scheduled, const Halide::Target &t, bool jit = false);
+// With `jit`, the plan is JIT-compiled; `keep`, when given, sees the loop nest once lowering is
+// done and, by returning false, stops the compile before code generation (the plan is then its
+// body alone: no module, no JIT pipeline). "auto" declines a plan that way without paying for
+// LLVM's half of a compile it will not run. `keep` runs inside Halide's lowering of the plan (it
+// may lower another pipeline: the algorithm's, to weigh the plan against).
+LoweredPlan lowerPlan(const LoweredKernel &scheduled, const Halide::Target &t, bool jit = false,
+                      const std::function<bool(const Halide::Internal::Stmt &)> &keep = {});
 
 // Representative sizes for `k` when the caller gave none (an AOT build): every size symbol of the
 // inputs takes `value`, except where `given` binds it.
