@@ -21,6 +21,15 @@ for tool in ["attnc", "attn-opt", "attn-run", "attn-tune", "FileCheck", "not", "
     if not os.path.exists(os.path.join(d, tool)):
         lit_config.fatal("lit: cannot find %s in %s" % (tool, d))
 
+# Tools built with sanitizers (make test-asan): every test runs, and every kernel it compiles is
+# compiled there at least once, but the sweeps of a kernel already compiled in that test (more
+# schedules, online tiles, targets, configurations of the same variant) say `%if !sanitized %{...%}`
+# and run in `make test` only. They add little to the sanitized run (the same front end, passes and
+# HalideGen again) and cost most of it: uninstrumented libHalide compiling in ASan's allocator,
+# about 1.5 times its release time, put CI past its 90 minutes on a Zen 3 runner (2026-12-02).
+if getattr(config, "attnc_sanitize", ""):
+    config.available_features.add("sanitized")
+
 # The CUDA toolkit's ptxas assembles PTX offline (no GPU needed): tests that assemble it say
 # `REQUIRES: ptxas` and are reported unsupported where the toolkit is missing.
 import shutil
