@@ -522,13 +522,13 @@ private:
   }
 };
 
-// Captures the lowered body where custom passes run, and leaves it unchanged.
-// Shared storage: a JIT plan's pipeline keeps its custom passes (removing one would drop the
-// compiled code), so the pass may outlive the LoweredPlan it first wrote to.
 // Thrown by Capture when its `keep` turns the plan down: unwinds Halide's compile before code
 // generation (lowerPlan catches it).
 struct PlanNotKept {};
 
+// Captures the lowered body where custom passes run, and leaves it unchanged.
+// Shared storage: a JIT plan's pipeline keeps its custom passes (removing one would drop the
+// compiled code), so the pass may outlive the LoweredPlan it first wrote to.
 class Capture : public HI::IRMutator {
 public:
   explicit Capture(std::shared_ptr<HI::Stmt> out, std::function<bool(const HI::Stmt &)> keep = {})
