@@ -335,6 +335,7 @@ std::string Selection::apply(LoweredKernel &k, const ScheduleParams &params) con
                                " is outside 1.." + std::to_string(most) +
                                " (at most twice the largest value attn-tune tries)");
   }
+  k.gpu = target.gpu;
   rule->apply(match, k, target, params);
   scheduleChecks(k);
   schedulePredicateInputs(k);

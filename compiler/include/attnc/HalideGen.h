@@ -175,6 +175,14 @@ struct LoweredKernel {
   // bounds (GpuLaunchLimits.cpp). attnc's rules must pass; Halide's autoscheduler (Anderson2021)
   // sizes shared memory for its --sizes estimates, so its schedules are left to the launch.
   bool checkGpuLaunches = true;
+  // Whether the kernel is scheduled for a GPU (set where a schedule is applied). The softmax's
+  // exps are then Halide's (a libdevice call, ~10 instructions, where IeeeMath.h's
+  // nonPositiveExp is ~20 on the FMA pipes): applyFloatSemantics expands them by it.
+  bool gpu = false;
+  // The Functions applyFloatSemantics has made strict: applying it again leaves them as they are
+  // (strict_float over the expanded exps would make their polynomial strict too). Copies of the
+  // kernel (clone) copy their Functions already made strict.
+  mutable std::set<std::string> strictFuncs;
 
   LoweredFunc *find(const std::string &name);
   const LoweredFunc *find(const std::string &name) const;

@@ -202,6 +202,7 @@ void applyAutoscheduler(LoweredKernel &k, const Halide::Target &t, const std::st
                                          ? " schedules CPU targets only (use Anderson2021 for CUDA)"
                                          : " schedules GPU targets only"));
   k.checkGpuLaunches = false;
+  k.gpu = t.has_gpu_feature();
   for (KernelParam &p : k.inputs) {
     std::vector<Halide::Range> est;
     for (size_t d = p.type.rank(); d-- > 0;)

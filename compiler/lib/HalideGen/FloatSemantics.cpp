@@ -13,6 +13,7 @@
 // keep Halide's flags so that they become one FMA, which is what makes those loops fast; only
 // the product's factors are strict. A fused multiply-add rounds once instead of twice and so is
 // no less accurate, and inf/NaN pass through it by IEEE rules in hardware.
+#include "IeeeMath.h"
 #include "attnc/HalideGen.h"
 
 #include <optional>
@@ -114,23 +115,25 @@ void checkTupleOrder(const HI::Definition &d, const std::string &self) {
   }
 }
 
-void applyTo(HI::Definition &d, const std::string &self, bool update) {
+void applyTo(HI::Definition &d, const std::string &self, bool update, bool gpu) {
   if (!d.defined())
     return;
   if (update && d.values().size() > 1)
     checkTupleOrder(d, self);
+  // nonPositiveExp's calls become code after the rest is strict: its polynomial keeps Halide's
+  // flags (IeeeMath.h).
   for (H::Expr &v : d.values()) {
     if (update) {
       if (std::optional<H::Expr> r = relaxedSumOfProduct(v, self)) {
-        v = *r;
+        v = expandNonPositiveExp(*r, gpu);
         continue;
       }
     }
-    v = strictly(v);
+    v = expandNonPositiveExp(strictly(v), gpu);
   }
-  d.predicate() = strictly(d.predicate());
+  d.predicate() = expandNonPositiveExp(strictly(d.predicate()), gpu);
   for (HI::Specialization &s : d.specializations())
-    applyTo(s.definition, self, update);
+    applyTo(s.definition, self, update, gpu);
 }
 
 } // namespace
@@ -152,11 +155,11 @@ void applyFloatSemantics(const LoweredKernel &k) {
       continue;
     for (auto &[n, w] : f.schedule().wrappers())
       work.push_back(HI::Function(w));
-    if (f.has_extern_definition())
+    if (f.has_extern_definition() || !k.strictFuncs.insert(f.name()).second)
       continue;
-    applyTo(f.definition(), f.name(), false);
+    applyTo(f.definition(), f.name(), false, k.gpu);
     for (size_t u = 0; u < f.updates().size(); ++u)
-      applyTo(f.update((int)u), f.name(), true);
+      applyTo(f.update((int)u), f.name(), true, k.gpu);
   }
 }
 

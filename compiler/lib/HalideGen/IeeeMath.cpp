@@ -39,6 +39,62 @@ H::Expr ieeeExp(const H::Expr &x) {
                                        H::select(x < kLogMinNormal, small, H::exp(x)))));
 }
 
+namespace {
+constexpr const char *kNonPositiveExp = "attnc_nonpositive_exp_f32";
+
+// The code of nonPositiveExp(x) for a strict x.
+H::Expr nonPositiveExpCode(const H::Expr &x) {
+  namespace HI = H::Internal;
+  const std::string name = HI::unique_name("exp_arg");
+  const H::Expr xv = HI::Variable::make(x.type(), name);
+  const float kMagic = 12582912.0f;     // 1.5 * 2^23: adding it rounds to an integer
+  const float kLog2e = 1.44269504f;     // 1 / ln 2
+  const float kLn2Hi = 0.693359375f;    // ln 2's first 9 bits: n * kLn2Hi is exact
+  const float kLn2Lo = -2.12194440e-4f; // ln 2 - kLn2Hi
+  // Strict: the rounding trick and the exact first reduction step must not be reassociated.
+  H::Expr t = H::strict_float(xv * kLog2e + kMagic);
+  H::Expr n = H::strict_float(t - kMagic);
+  H::Expr r1 = H::strict_float(xv - n * kLn2Hi);
+  // From here Halide's flags: multiply-adds fuse.
+  H::Expr r = r1 - n * kLn2Lo;
+  H::Expr p = H::Expr(1.9875691500e-4f);
+  for (float c :
+       {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
+    p = p * r + c;
+  H::Expr er = p * (r * r) + r + 1.0f;
+  // t's low bits hold n (two's complement, |n| < 2^22); shifted into the exponent field and
+  // biased. Unsigned, so that the shift's wrap-around is defined.
+  const H::Expr u = H::reinterpret(H::UInt(32, x.type().lanes()), t);
+  H::Expr two_n =
+      H::reinterpret(x.type(), (u << 23) + H::Internal::make_const(u.type(), (uint64_t)127 << 23));
+  H::Expr under = H::strict_float(xv < kLogMinNormal);
+  return HI::Let::make(name, x, H::select(under, H::Expr(0.0f), er * two_n));
+}
+} // namespace
+
+H::Expr nonPositiveExp(const H::Expr &x) {
+  return H::Internal::Call::make(x.type(), kNonPositiveExp, {x}, H::Internal::Call::PureExtern);
+}
+
+H::Expr expandNonPositiveExp(const H::Expr &e, bool gpu) {
+  struct Expand : H::Internal::IRMutator {
+    bool gpu = false;
+    using H::Internal::IRMutator::visit;
+    H::Expr visit(const H::Internal::Call *c) override {
+      if (c->name != kNonPositiveExp || c->call_type != H::Internal::Call::PureExtern)
+        return H::Internal::IRMutator::visit(c);
+      H::Expr x = mutate(c->args[0]);
+      if (!gpu)
+        return nonPositiveExpCode(x);
+      const std::string name = H::Internal::unique_name("exp_arg");
+      const H::Expr xv = H::Internal::Variable::make(x.type(), name);
+      return H::Internal::Let::make(name, x, H::select(isNan(xv), xv, H::exp(xv)));
+    }
+  } expand;
+  expand.gpu = gpu;
+  return e.defined() ? expand.mutate(e) : e;
+}
+
 H::Expr ieeeLog(const H::Expr &x) {
   // A subnormal x is scaled into the normal range, where Halide's range reduction works.
   H::Expr sub = x < kMinNormal;

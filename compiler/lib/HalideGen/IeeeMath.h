@@ -26,6 +26,26 @@ Halide::Expr vecTanh(const Halide::Expr &x);
 Halide::Expr vecSin(const Halide::Expr &x);
 Halide::Expr vecCos(const Halide::Expr &x);
 
+// exp(x) for x <= 0, -inf and NaN: a softmax's exps of score - row max, the online softmax's
+// rescaling exp(-|old max - new max|) and a sink's exp. Halide's exp spends a third of its
+// instructions on `floor`, which x86 code generation splits into two 8-lane vroundps with a lane
+// extract and insert on AVX-512, and on its over- and underflow selects; and attnc's strict
+// floats keep its polynomial from fused multiply-adds. Here n is the integer nearest
+// x / ln 2 (adding and subtracting 1.5 * 2^23: no floor), r = x - n ln 2 in two parts (Cody and
+// Waite), e^r from Cephes' expf polynomial on [-ln 2 / 2, ln 2 / 2], and 2^n from n's bits.
+// Relative error within 2 ulp over x in [-87.33, 0] (tests/unit/softmax_exp_test.cpp, against
+// fp64, every 97th float); exact 1 at 0; 0 below -87.33 (where exp is subnormal, as Halide's exp
+// flushes it) and at -inf; NaN for NaN (no select needed: the arithmetic carries it). Not for
+// x > 0, where 2^n overflows its exponent field unchecked.
+// It is returned as a call that applyFloatSemantics expands once every other float operation is
+// strict (expandNonPositiveExp): the range reduction and the underflow test stay strict, the
+// polynomial keeps Halide's flags so that its multiply-adds fuse. sdpa's tile exps on AVX-512:
+// 29 -> 20 vector instructions per 16 scores. For a GPU kernel (`gpu`) the expansion is
+// Halide's exp with NaN kept, as before: CUDA's is a libdevice call of about half the
+// instructions, and the cost model counts it as one call (cuda-window's plans recompute exps).
+Halide::Expr nonPositiveExp(const Halide::Expr &x);
+Halide::Expr expandNonPositiveExp(const Halide::Expr &e, bool gpu = false);
+
 // Whether a float is NaN, as Halide::is_nan tests it but without the strict_float copy of `x` that
 // Halide::is_nan makes: that copy is a tree walk of a shared expression, so each nested use
 // doubled the expression (tanh of tanh four deep: 13.6 million nodes, 40 s to define a Func;

@@ -803,7 +803,7 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     // weights blend by a 0/1 factor, not a select: a select whose condition reads the tile's
     // max would stop Halide from skipping the tile Funcs of tiles a key range excludes.
     H::Expr mof = H::max(mo, finite), mtf = H::max(mt, finite);
-    H::Expr cf = H::exp(-H::abs(mof - mtf)), g = H::cast<float>(mof >= mtf);
+    H::Expr cf = nanExp(-H::abs(mof - mtf)), g = H::cast<float>(mof >= mtf);
     H::Expr a = g + (1.0f - g) * cf, b = g * cf + (1.0f - g);
     // The output so far is the sum of the exps times the values, not yet divided by the sum of
     // exps: with every exp scaled by tileScale (<= 1 / the key count) the sum of exps is at most
