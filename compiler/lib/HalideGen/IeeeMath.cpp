@@ -42,11 +42,14 @@ H::Expr ieeeExp(const H::Expr &x) {
 namespace {
 constexpr const char *kNonPositiveExp = "attnc_nonpositive_exp_f32";
 
-// The code of nonPositiveExp(x) for a strict x.
-H::Expr nonPositiveExpCode(const H::Expr &x) {
-  namespace HI = H::Internal;
-  const std::string name = HI::unique_name("exp_arg");
-  const H::Expr xv = HI::Variable::make(x.type(), name);
+// `code` of a variable bound to x (used several times, computed once).
+template <typename F> H::Expr boundOnce(const H::Expr &x, F code) {
+  const std::string name = H::Internal::unique_name("exp_arg");
+  return H::Internal::Let::make(name, x, code(H::Internal::Variable::make(x.type(), name)));
+}
+
+// The code of nonPositiveExp(x) for a strict x, x bound to xv.
+H::Expr nonPositiveExpCode(const H::Expr &xv) {
   const float kMagic = 12582912.0f;     // 1.5 * 2^23: adding it rounds to an integer
   const float kLog2e = 1.44269504f;     // 1 / ln 2
   const float kLn2Hi = 0.693359375f;    // ln 2's first 9 bits: n * kLn2Hi is exact
@@ -64,11 +67,11 @@ H::Expr nonPositiveExpCode(const H::Expr &x) {
   H::Expr er = p * (r * r) + r + 1.0f;
   // t's low bits hold n (two's complement, |n| < 2^22); shifted into the exponent field and
   // biased. Unsigned, so that the shift's wrap-around is defined.
-  const H::Expr u = H::reinterpret(H::UInt(32, x.type().lanes()), t);
+  const H::Expr u = H::reinterpret(H::UInt(32, xv.type().lanes()), t);
   H::Expr two_n =
-      H::reinterpret(x.type(), (u << 23) + H::Internal::make_const(u.type(), (uint64_t)127 << 23));
+      H::reinterpret(xv.type(), (u << 23) + H::Internal::make_const(u.type(), (uint64_t)127 << 23));
   H::Expr under = H::strict_float(xv < kLogMinNormal);
-  return HI::Let::make(name, x, H::select(under, H::Expr(0.0f), er * two_n));
+  return H::select(under, H::Expr(0.0f), er * two_n);
 }
 } // namespace
 
@@ -83,12 +86,10 @@ H::Expr expandNonPositiveExp(const H::Expr &e, bool gpu) {
     H::Expr visit(const H::Internal::Call *c) override {
       if (c->name != kNonPositiveExp || c->call_type != H::Internal::Call::PureExtern)
         return H::Internal::IRMutator::visit(c);
-      H::Expr x = mutate(c->args[0]);
       if (!gpu)
-        return nonPositiveExpCode(x);
-      const std::string name = H::Internal::unique_name("exp_arg");
-      const H::Expr xv = H::Internal::Variable::make(x.type(), name);
-      return H::Internal::Let::make(name, x, H::select(isNan(xv), xv, H::exp(xv)));
+        return boundOnce(mutate(c->args[0]), nonPositiveExpCode);
+      return boundOnce(mutate(c->args[0]),
+                       [](const H::Expr &xv) { return H::select(isNan(xv), xv, H::exp(xv)); });
     }
   } expand;
   expand.gpu = gpu;

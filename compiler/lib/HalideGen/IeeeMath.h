@@ -35,8 +35,10 @@ Halide::Expr vecCos(const Halide::Expr &x);
 // Waite), e^r from Cephes' expf polynomial on [-ln 2 / 2, ln 2 / 2], and 2^n from n's bits.
 // Relative error within 2 ulp over x in [-87.33, 0] (tests/unit/softmax_exp_test.cpp, against
 // fp64, every 97th float); exact 1 at 0; 0 below -87.33 (where exp is subnormal, as Halide's exp
-// flushes it) and at -inf; NaN for NaN (no select needed: the arithmetic carries it). Not for
-// x > 0, where 2^n overflows its exponent field unchecked.
+// flushes it) and at -inf; NaN for NaN (no select needed: the arithmetic carries it), where
+// Halide's exp gives 0: a NaN or +inf score (inf - inf) turns its softmax row into NaN, as in
+// PyTorch, whether or not the row's max kept the NaN (a max of floats does not promise to). Not
+// for x > 0, where 2^n overflows its exponent field unchecked.
 // It is returned as a call that applyFloatSemantics expands once every other float operation is
 // strict (expandNonPositiveExp): the range reduction and the underflow test stay strict, the
 // polynomial keeps Halide's flags so that its multiply-adds fuse. sdpa's tile exps on AVX-512:

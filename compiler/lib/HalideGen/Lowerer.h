@@ -203,11 +203,6 @@ private:
   // for every float (-0 + -0 = -0) and which strict floats never fold, so the hardware divides
   // and gives IEEE's result.
   static H::Expr fdiv(const H::Expr &a, const H::Expr &b);
-  // exp(x) for x <= 0 (IeeeMath.h's nonPositiveExp), NaN for a NaN x: Halide's exp gives 0
-  // there. A softmax's exps of score - max are where a NaN or +inf score (inf - inf) turns its
-  // row into NaN, as in PyTorch: the row's sum becomes NaN whether or not the max kept the NaN
-  // (a max of floats does not promise to).
-  static H::Expr nanExp(const H::Expr &x);
   // `m` (a max or min of x and y), or NaN when x or y is NaN (x + y is then NaN).
   static H::Expr nanPropagating(H::Expr x, H::Expr y, H::Expr m);
   static bool nonNegative(Value v);

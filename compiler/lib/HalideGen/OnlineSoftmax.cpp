@@ -350,7 +350,7 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
       c.texp.vars.push_back(kt), c.texp.varNames.push_back(tileName);
       H::Expr sk = scoreAt(kt, key);
       c.texp.func(texpArgs(key, kt)) =
-          marked(nanExp(sk - H::max(c.tmax.func(rowsTile(kt)), finite)) * tileScale);
+          marked(nonPositiveExp(sk - H::max(c.tmax.func(rowsTile(kt)), finite)) * tileScale);
 
       c.tsum.vars = c.tmax.vars, c.tsum.varNames = c.tmax.varNames;
       H::RDom rs = tileRDom(c.tsum.name, T, slotsEnd);
@@ -803,7 +803,7 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     // weights blend by a 0/1 factor, not a select: a select whose condition reads the tile's
     // max would stop Halide from skipping the tile Funcs of tiles a key range excludes.
     H::Expr mof = H::max(mo, finite), mtf = H::max(mt, finite);
-    H::Expr cf = nanExp(-H::abs(mof - mtf)), g = H::cast<float>(mof >= mtf);
+    H::Expr cf = nonPositiveExp(-H::abs(mof - mtf)), g = H::cast<float>(mof >= mtf);
     H::Expr a = g + (1.0f - g) * cf, b = g * cf + (1.0f - g);
     // The output so far is the sum of the exps times the values, not yet divided by the sum of
     // exps: with every exp scaled by tileScale (<= 1 / the key count) the sum of exps is at most
@@ -874,7 +874,7 @@ void Lowerer::lowerOnline(attn::OnlineSoftmaxOp op) {
     H::Expr top = H::max(m, sink);
     // (A -inf sink adds exp(-inf) = 0: the factor is l / l = 1. A NaN or +inf sink makes its
     // exp NaN and the row NaN, as in the unfused softmax.)
-    H::Expr kept = l * nanExp(m - top), den = kept + tileScale * nanExp(sink - top);
+    H::Expr kept = l * nonPositiveExp(m - top), den = kept + tileScale * nonPositiveExp(sink - top);
     result = H::select(l == 0.0f, 0.0f, result * (kept / den));
   }
   out.func(reversed(toExprs(vars))) = guarded(op.getResult(), result);

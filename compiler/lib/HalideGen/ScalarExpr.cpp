@@ -43,11 +43,6 @@ H::Expr Lowerer::fdiv(const H::Expr &a, const H::Expr &b) {
                    H::select((a > 0.0f) != negative, H::Expr(inf), H::Expr(-inf)));
 }
 
-// exp(x), NaN for a NaN x: Halide's exp gives 0 there. A softmax's exps of score - max are
-// where a NaN or +inf score (inf - inf) turns its row into NaN, as in PyTorch: the row's sum
-// becomes NaN whether or not the max kept the NaN (a max of floats does not promise to).
-H::Expr Lowerer::nanExp(const H::Expr &x) { return nonPositiveExp(x); }
-
 // `m` (a max or min of x and y), or NaN when x or y is NaN (x + y is then NaN).
 H::Expr Lowerer::nanPropagating(H::Expr x, H::Expr y, H::Expr m) {
   return H::select(isNan(x) || isNan(y), x + y, m);

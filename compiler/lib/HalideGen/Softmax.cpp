@@ -97,7 +97,7 @@ void Lowerer::lowerSoftmax(attn::SoftmaxOp op) {
   LoweredFunc ex = part("exp", FuncRole::SoftmaxExp);
   ex.varNames = varNames;
   ex.vars = vars;
-  H::Expr e = nanExp(score.func(all) - mx.func(rows));
+  H::Expr e = nonPositiveExp(score.func(all) - mx.func(rows));
   // A masked score is -inf (as is a -inf score from an additive mask); a row where every score
   // is -inf has max -inf too, and exp(-inf - -inf) would be NaN, so guard both.
   e = H::select(score.func(all) == H::Float(32).min(), 0.0f, e);
@@ -109,9 +109,9 @@ void Lowerer::lowerSoftmax(attn::SoftmaxOp op) {
   // exp(sink - max) <= 1: the max includes the sink. A -inf sink adds nothing (and its max may
   // be -inf too); a NaN or +inf one makes the row NaN, as such a score does. A row whose entries
   // are all masked then has sum exp(0) = 1 and zeros, as without a sink.
-  sm.func(rows) = sink.defined()
-                      ? H::select(sink == H::Float(32).min(), 0.0f, nanExp(sink - mx.func(rows)))
-                      : H::Expr(0.0f);
+  sm.func(rows) = sink.defined() ? H::select(sink == H::Float(32).min(), 0.0f,
+                                             nonPositiveExp(sink - mx.func(rows)))
+                                 : H::Expr(0.0f);
   sm.func(rows) += ex.func(atAxes(rs));
   for (int i = 0; i < rs.dimensions(); ++i)
     sm.rvars.push_back(rs[i]);
