@@ -1,6 +1,8 @@
 // Runtime implementation: descriptor checks, size binding, call validation and the Halide argv bridge.
 #include "attnc/runtime.h"
 
+#include "halide_hooks.h"
+
 #include <HalideRuntime.h>
 #include <dlfcn.h>
 #include <sys/resource.h>
@@ -924,27 +926,6 @@ std::string explain_halide_error(const KernelDesc &k, const std::string &msg) {
 }
 
 namespace {
-// Halide's own halide_error prints the message and aborts the process. The definition below
-// replaces it (Halide's is weak), so a failing kernel returns its error code and call() reports
-// the message as a Status instead. Errors raised on Halide's worker threads land in the shared
-// copy.
-thread_local std::string t_last_halide_error;
-std::mutex g_halide_error_mutex;
-std::string g_last_halide_error;
-} // namespace
-} // namespace attnc
-
-extern "C" void halide_error(void * /*user_context*/, const char *msg) {
-  std::string m = msg ? msg : "";
-  while (!m.empty() && (m.back() == '\n' || m.back() == ' '))
-    m.pop_back();
-  attnc::t_last_halide_error = m;
-  std::lock_guard<std::mutex> lock(attnc::g_halide_error_mutex);
-  attnc::g_last_halide_error = m;
-}
-
-namespace attnc {
-namespace {
 halide_type_t halide_type_of(DType dtype) {
   switch (dtype) {
   case DType::F32:
@@ -998,11 +979,7 @@ Status call(const KernelDesc &k, const std::vector<TensorView> &inputs,
     args[i] = &bufs[i];
   }
 
-  t_last_halide_error.clear();
-  {
-    std::lock_guard<std::mutex> lock(g_halide_error_mutex);
-    g_last_halide_error.clear();
-  }
+  detail::clear_halide_error();
   // A GPU kernel gets host memory: marking the inputs host-dirty makes Halide upload them.
   const bool gpu = k.copy_to_host != nullptr && k.device_free != nullptr;
   std::string why;
@@ -1024,11 +1001,7 @@ Status call(const KernelDesc &k, const std::vector<TensorView> &inputs,
         k.device_free(nullptr, &bufs[i]);
   }
   if (rc != 0) {
-    std::string msg = t_last_halide_error;
-    if (msg.empty()) {
-      std::lock_guard<std::mutex> lock(g_halide_error_mutex);
-      msg = g_last_halide_error;
-    }
+    std::string msg = detail::last_halide_error();
     std::string explained = explain_halide_error(k, msg);
     if (!explained.empty())
       return Status::Error(std::string(kname(k)) + ": " + explained);

@@ -30,6 +30,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <random>
@@ -101,6 +102,40 @@ TEST(DenseNumerics, Mhsa) {
         },
         name("mhsa", s.B, s.N, s.C, s.H, s.Dh));
   }
+}
+
+// Kernels take their root buffers (here the per-head projections, 151 KB each) from
+// attnc::buffer_alloc, which keeps them for the next call: a call on kept blocks, dirty with
+// another call's data (NaN inputs), gives the same bits as one on fresh blocks.
+TEST(DenseNumerics, MhsaOnKeptBuffers) {
+  const size_t oldLimit = attnc::buffer_cache_limit();
+  attnc::set_buffer_cache_limit(0);
+  const MhsaShape s{1, 197, 192, 3, 64};
+  In x = randn({s.B, s.N, s.C}, 21), w = randn({3, s.H, s.Dh, s.C}, 22, fanIn(s.C)),
+     b = randn({3, s.H, s.Dh}, 23, .5f), wo = randn({s.C, s.H, s.Dh}, 24, fanIn(s.H * s.Dh)),
+     bo = randn({s.C}, 25, .5f);
+  In nan = x;
+  for (float &e : nan.f)
+    e = std::numeric_limits<float>::quiet_NaN();
+  auto run = [&](const In &xin) {
+    std::vector<float> y(numel({s.B, s.N, s.C}));
+    std::vector<attnc::TensorView> in;
+    for (const In *t : std::initializer_list<const In *>{&xin, &w, &b, &wo, &bo})
+      in.push_back(attnc::TensorView::f32(const_cast<float *>(t->fp()), t->shape));
+    attnc::Status st =
+        attnc::call(attnc_kernels::mhsa(), in, {attnc::TensorView::f32(y.data(), {s.B, s.N, s.C})});
+    EXPECT_TRUE(st.ok()) << st.message();
+    return y;
+  };
+  const std::vector<float> fresh = run(x);
+  EXPECT_EQ(attnc::buffer_cache_bytes(), 0u);
+  attnc::set_buffer_cache_limit(size_t(64) << 20);
+  run(nan);
+  EXPECT_GT(attnc::buffer_cache_bytes(), 0u)
+      << "the kernel's buffers did not come from attnc::buffer_alloc";
+  const std::vector<float> kept = run(x);
+  EXPECT_EQ(std::memcmp(fresh.data(), kept.data(), fresh.size() * sizeof(float)), 0);
+  attnc::set_buffer_cache_limit(oldLimit);
 }
 
 TEST(DenseNumerics, MhsaNoBias) {

@@ -5,7 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <numeric>
 #include <set>
@@ -974,6 +976,93 @@ TEST(LimitsTest, TensorSizes) {
               ::testing::MatchesRegex(
                   "input 'x' needs [0-9]+ bytes \\([0-9.]+ GiB\\), more than this machine's memory "
                   "\\([0-9.]+ GiB\\)"));
+}
+
+// attnc::buffer_alloc keeps blocks of 64 KiB or more for reuse, within its limit.
+TEST(BufferCacheTest, KeepsLargeBlocksWithinTheLimit) {
+  const size_t oldLimit = buffer_cache_limit();
+  set_buffer_cache_limit(size_t(1) << 20);
+  ASSERT_EQ(buffer_cache_bytes(), 0u);
+
+  void *a = buffer_alloc(200000);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 128, 0u);
+  std::memset(a, 1, 200000);
+  buffer_free(a);
+  EXPECT_EQ(buffer_cache_bytes(), 200704u); // (rounded up to 4 KiB)
+  // A request within the block's size gets it back; the cache is then empty.
+  void *b = buffer_alloc(199000);
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(buffer_cache_bytes(), 0u);
+  // Less than half the block is a new block: a small buffer does not pin a large one.
+  buffer_free(b);
+  void *c = buffer_alloc(65536);
+  EXPECT_NE(c, a);
+  EXPECT_EQ(buffer_cache_bytes(), 200704u);
+  buffer_free(c);
+  EXPECT_EQ(buffer_cache_bytes(), 200704u + 65536u);
+
+  // Small blocks are never kept.
+  void *d = buffer_alloc(1000);
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(d) % 128, 0u);
+  buffer_free(d);
+  EXPECT_EQ(buffer_cache_bytes(), 200704u + 65536u);
+  buffer_free(nullptr);
+
+  // Over the limit, the oldest kept blocks go first.
+  void *big = buffer_alloc(900000);
+  buffer_free(big);
+  EXPECT_EQ(buffer_cache_bytes(), 65536u + 901120u);
+  // A block larger than the limit is freed at once.
+  void *huge = buffer_alloc(size_t(2) << 20);
+  ASSERT_NE(huge, nullptr);
+  buffer_free(huge);
+  EXPECT_EQ(buffer_cache_bytes(), 65536u + 901120u);
+  // An impossible size is refused, not wrapped around.
+  EXPECT_EQ(buffer_alloc(SIZE_MAX - 16), nullptr);
+
+  set_buffer_cache_limit(0);
+  EXPECT_EQ(buffer_cache_bytes(), 0u);
+  set_buffer_cache_limit(oldLimit);
+}
+
+// Every AOT kernel linked with this runtime allocates through it: Halide's halide_malloc and
+// halide_free are replaced (its own are weak).
+TEST(BufferCacheTest, ServesHalideMalloc) {
+  const size_t oldLimit = buffer_cache_limit();
+  set_buffer_cache_limit(size_t(1) << 20);
+  void *p = halide_malloc(nullptr, 70000);
+  ASSERT_NE(p, nullptr);
+  halide_free(nullptr, p);
+  EXPECT_EQ(buffer_cache_bytes(), 73728u);
+  set_buffer_cache_limit(0);
+  set_buffer_cache_limit(oldLimit);
+}
+
+// Threads allocating and freeing at once (Halide's workers do) neither lose nor share blocks.
+TEST(BufferCacheTest, ThreadSafe) {
+  const size_t oldLimit = buffer_cache_limit();
+  set_buffer_cache_limit(size_t(8) << 20);
+  std::vector<std::thread> ts;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([t, &bad] {
+      for (int n = 0; n < 2000; ++n) {
+        const size_t bytes = size_t(65536) * (1 + (n + t) % 4);
+        auto *p = static_cast<unsigned char *>(buffer_alloc(bytes));
+        std::memset(p, t + 1, bytes);
+        for (size_t i = 0; i < bytes; i += 4096)
+          bad += p[i] != t + 1;
+        buffer_free(p);
+      }
+    });
+  for (std::thread &t : ts)
+    t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_LE(buffer_cache_bytes(), size_t(8) << 20);
+  set_buffer_cache_limit(0);
+  set_buffer_cache_limit(oldLimit);
 }
 
 TEST(CallTest, ErrorTableCoversEveryCode) {

@@ -178,6 +178,18 @@ Status check_memory(const std::string &what, uint64_t bytes);
 // allocating it.
 Status check_tensor_size(const std::string &what, DType dtype, const std::vector<int64_t> &shape);
 
+// Heap buffers of kernels. Every program linking this runtime serves the AOT kernels'
+// halide_malloc/halide_free with these (attn-run and attn-tune hand them to Halide's JIT too):
+// blocks of 64 KiB or more, which glibc would map and unmap per call, are kept for the next call,
+// up to a limit (256 MiB by default; 0 under AddressSanitizer, so that it sees every free).
+// Pointers are 128-byte aligned. set_buffer_cache_limit(0) frees every kept block.
+void *buffer_alloc(size_t bytes);
+void buffer_free(void *p);
+void set_buffer_cache_limit(size_t bytes);
+size_t buffer_cache_limit();
+// The bytes kept for reuse now.
+size_t buffer_cache_bytes();
+
 // Whether a CUDA driver and at least one device are present (loads libcuda.so.1 and asks it; the
 // answer is cached). When not, `why` says what is missing. call() checks this before running a
 // CUDA kernel, so a machine without a GPU gets "no CUDA device" rather than a driver error.
