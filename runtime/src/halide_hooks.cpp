@@ -23,9 +23,10 @@ std::string g_last_halide_error;
 // copy, a feature map) with halide_malloc on every call, and free them before returning. Halide's
 // default takes them from glibc's malloc, which maps a block of 128 KiB or more afresh (or grows
 // the heap, then trims it again on free): every call then pays the page faults of first touch and
-// the unmapping. linear_attention at B1 H8 N256 D64 (AMD EPYC Zen 4, 2 threads, 2026-12-02) ran
-// in 2.35 ms that way and in 0.66 ms with the blocks kept (median of 2000 calls each; Halide's
-// profiler put 38% of the time in halide_free and most of the rest in first touches). So blocks
+// the unmapping. linear_attention at B1 H8 N256 D64 (AMD EPYC Zen 4, 2 threads, 2026-12-02), a
+// process calling it alone: 0.85-0.92 ms that way, 0.34-0.38 ms with the blocks kept (medians of
+// 400 calls; Halide's profiler put 38% of the time in halide_free and most of the rest in first
+// touches); sdpa N256 1.83 -> 1.58 ms, large shapes unchanged. So blocks
 // of kCachedMin bytes or more are kept for reuse, up to a limit; smaller ones go straight to
 // malloc, whose bins serve them without the kernel's involvement.
 constexpr size_t kAlignment = 128; // at least Halide's halide_malloc alignment for any x86 target

@@ -8,6 +8,7 @@
 #include "attnc/output.h"
 #include "attnc/runtime.h"
 
+#include "JitBuffers.h"
 #include "ToolMain.h"
 
 #include <algorithm>
@@ -602,11 +603,7 @@ int runCompiled(attnc::Compilation &comp, const Assignments &ins, const Assignme
     if (!st.ok())
       return fail(st.message());
     Halide::Pipeline p = scheduled.jitKernel ? *scheduled.lowered->jit : lk.pipeline();
-    // Heap buffers as the AOT kernels get them (attnc::buffer_alloc).
-    p.jit_handlers().custom_malloc = [](Halide::JITUserContext *, size_t n) {
-      return attnc::buffer_alloc(n);
-    };
-    p.jit_handlers().custom_free = [](Halide::JITUserContext *, void *q) { attnc::buffer_free(q); };
+    attnc::tool::useRuntimeBuffers(p);
     try {
       p.realize(Halide::Realization(b.outBufs), target);
     } catch (const Halide::RuntimeError &e) {

@@ -20,6 +20,7 @@
 #include "attnc/output.h"
 #include "attnc/runtime.h"
 
+#include "JitBuffers.h"
 #include "ToolMain.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -388,12 +389,7 @@ public:
   double run(attnc::LoweredKernel &lk, H::Pipeline &p, std::vector<std::vector<char>> *out) {
     for (size_t i = 0; i < lk.inputs.size(); ++i)
       lk.inputs[i].param.set(inputs[i]);
-    // Timed with the AOT kernels' heap buffers (attnc::buffer_alloc): Halide's JIT default maps
-    // and unmaps large buffers per call, which can take more time than a small kernel's work.
-    p.jit_handlers().custom_malloc = [](H::JITUserContext *, size_t n) {
-      return attnc::buffer_alloc(n);
-    };
-    p.jit_handlers().custom_free = [](H::JITUserContext *, void *q) { attnc::buffer_free(q); };
+    attnc::tool::useRuntimeBuffers(p);
     H::Realization r(outputs);
     p.realize(r, target);
     std::vector<double> ts;
