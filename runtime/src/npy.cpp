@@ -251,13 +251,21 @@ uint64_t read_le(const unsigned char *p, int n) {
   return v;
 }
 
-Status parse_descr(const std::string &path, const std::string &descr, DType *dtype) {
+Status parse_descr(const std::string &path, const std::string &descr, DType *dtype, bool *raw16) {
+  *raw16 = false;
+  // bf16 has no numpy type: ml_dtypes' arrays are saved as opaque pairs of bytes ('<V2', also
+  // spelt '|V2' since void has no byte order) and raw bits as unsigned 16-bit integers.
+  if (descr == "<V2" || descr == "|V2" || descr == "=V2" || descr == "<u2" || descr == "=u2") {
+    *dtype = DType::BF16;
+    *raw16 = true;
+    return Status::Ok();
+  }
   for (const DTypeInfo &t : kDTypes)
     if (!descr.empty() && (descr[0] == '<' || descr[0] == '=') && descr.substr(1) == t.npy_kind) {
       *dtype = t.dtype;
       return Status::Ok();
     }
-  if (descr == ">f4" || descr == ">i4") {
+  if (descr == ">f4" || descr == ">i4" || descr == ">f2" || descr == ">u2") {
     return Status::Error(path + ": big-endian data is not supported; convert with arr.astype('<" +
                          descr.substr(1) + "')");
   }
@@ -267,8 +275,10 @@ Status parse_descr(const std::string &path, const std::string &descr, DType *dty
     return Status::Error(path + ": dtype '" + descr +
                          "' is invalid: byte order '|' is only valid for 1-byte types");
   }
-  return Status::Error(path + ": dtype '" + descr +
-                       "' is not supported (only float32 '<f4' and int32 '<i4')");
+  return Status::Error(
+      path + ": dtype '" + descr +
+      "' is not supported (only float32 '<f4', int32 '<i4', float16 '<f2' and bf16 as "
+      "'<V2' or '<u2' bits)");
 }
 
 } // namespace
@@ -373,7 +383,8 @@ Status read_npy(const std::string &path, NpyArray *out) {
   }
 
   DType dtype;
-  Status s = parse_descr(path, descr->str, &dtype);
+  bool raw16 = false;
+  Status s = parse_descr(path, descr->str, &dtype, &raw16);
   if (!s.ok())
     return s;
   if (fortran->boolean) {
@@ -432,9 +443,15 @@ Status read_npy(const std::string &path, NpyArray *out) {
   }
 
   out->dtype = dtype;
+  out->raw16 = raw16;
   out->shape = std::move(shape);
   out->data = std::move(data);
   return Status::Ok();
+}
+
+void retype_raw16(NpyArray &a, DType declared) {
+  if (a.raw16 && (declared == DType::BF16 || declared == DType::F16))
+    a.dtype = declared;
 }
 
 Status write_npy(OutputSet &out, size_t file, DType dtype, const std::vector<int64_t> &shape,

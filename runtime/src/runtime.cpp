@@ -932,6 +932,10 @@ halide_type_t halide_type_of(DType dtype) {
     return halide_type_t(halide_type_float, 32, 1);
   case DType::I32:
     return halide_type_t(halide_type_int, 32, 1);
+  case DType::BF16:
+    return halide_type_t(halide_type_bfloat, 16, 1);
+  case DType::F16:
+    return halide_type_t(halide_type_float, 16, 1);
   }
   return halide_type_t();
 }

@@ -19,6 +19,10 @@ std::optional<at::ScalarType> scalarType(DType d) {
     return at::kFloat;
   case DType::I32:
     return at::kInt;
+  case DType::BF16:
+    return at::kBFloat16;
+  case DType::F16:
+    return at::kHalf;
   }
   return std::nullopt;
 }

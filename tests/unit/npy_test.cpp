@@ -381,16 +381,64 @@ TEST_F(NpyTest, RejectsFortranOrder) {
 
 TEST_F(NpyTest, RejectsUnsupportedDtypes) {
   const std::string d(16, '\0');
-  for (const char *descr : {"<f8", "<i8", "<f2", "<u4", "|u1", "|b1", ">f8", "<c8"}) {
+  for (const char *descr : {"<f8", "<i8", "<u4", "|u1", "|b1", ">f8", "<c8", "<V4", "<i2"}) {
     SCOPED_TRACE(descr);
     EXPECT_THAT(
         reject(npy_bytes(
             std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (2,), }", d)),
         HasSubstr(std::string("dtype '") + descr +
-                  "' is not supported (only float32 '<f4' and int32 '<i4')"));
+                  "' is not supported (only float32 '<f4', int32 '<i4', float16 '<f2' and bf16 "
+                  "as '<V2' or '<u2' bits)"));
   }
   EXPECT_THAT(reject(npy_bytes("{'descr': '|f4', 'fortran_order': False, 'shape': (2,), }", d)),
               HasSubstr("dtype '|f4' is invalid: byte order '|' is only valid for 1-byte types"));
+}
+
+// f16 is numpy's '<f2'; bf16 has no numpy type: ml_dtypes arrays are saved as '<V2' (numpy may
+// spell it '|V2') and raw bits as '<u2'. Both read as BF16 marked raw16, which a kernel's f16
+// declaration retypes; writing BF16 gives '<V2' and F16 '<f2'.
+TEST_F(NpyTest, TwoByteFloats) {
+  const std::string d("\x80\x3f\x00\xc0", 4); // bf16 1.0, -2.0; f16 1.875, -2.0
+  for (const char *descr : {"<V2", "|V2", "<u2"}) {
+    SCOPED_TRACE(descr);
+    NpyArray arr;
+    Status s = read_file("h.npy",
+                         npy_bytes(std::string("{'descr': '") + descr +
+                                       "', 'fortran_order': False, 'shape': (2,), }",
+                                   d),
+                         &arr);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(arr.dtype, DType::BF16);
+    EXPECT_TRUE(arr.raw16);
+    EXPECT_EQ(arr.view().numel(), 2);
+    retype_raw16(arr, DType::I32); // not a two-byte type: unchanged
+    EXPECT_EQ(arr.dtype, DType::BF16);
+    retype_raw16(arr, DType::F16);
+    EXPECT_EQ(arr.dtype, DType::F16);
+  }
+  NpyArray arr;
+  ASSERT_TRUE(read_file("f.npy",
+                        npy_bytes("{'descr': '<f2', 'fortran_order': False, 'shape': (2,), }", d),
+                        &arr)
+                  .ok());
+  EXPECT_EQ(arr.dtype, DType::F16);
+  EXPECT_FALSE(arr.raw16);
+  retype_raw16(arr, DType::BF16); // the file said f16: a mismatch stays one
+  EXPECT_EQ(arr.dtype, DType::F16);
+  EXPECT_THAT(reject(npy_bytes("{'descr': '>f2', 'fortran_order': False, 'shape': (2,), }", d)),
+              HasSubstr("big-endian data is not supported; convert with arr.astype('<f2')"));
+
+  for (DType t : {DType::BF16, DType::F16}) {
+    const std::string p = path(std::string("w_") + dtype_name(t) + ".npy");
+    ASSERT_TRUE(write_npy(p, t, {2}, d.data()).ok());
+    EXPECT_NE(read_bytes(p).find(t == DType::BF16 ? "'descr': '<V2'" : "'descr': '<f2'"),
+              std::string::npos);
+    NpyArray back;
+    ASSERT_TRUE(read_npy(p, &back).ok());
+    retype_raw16(back, t);
+    EXPECT_EQ(back.dtype, t);
+    EXPECT_EQ(std::string(back.data.begin(), back.data.end()), d);
+  }
 }
 
 TEST_F(NpyTest, RejectsDataSizeMismatch) {

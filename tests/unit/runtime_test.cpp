@@ -1,4 +1,5 @@
 // Unit tests for attnc_runtime: registry, size binding, call validation and the Halide buffer bridge (via fake kernels).
+#include "attnc/float16.h"
 #include "attnc/runtime.h"
 
 #include <HalideRuntime.h>
@@ -157,6 +158,75 @@ TEST(DTypeTest, NamesAndSizes) {
   EXPECT_STREQ(dtype_name(DType::I32), "i32");
   EXPECT_EQ(dtype_size(DType::F32), 4u);
   EXPECT_EQ(dtype_size(DType::I32), 4u);
+  EXPECT_STREQ(dtype_name(DType::BF16), "bf16");
+  EXPECT_STREQ(dtype_name(DType::F16), "f16");
+  EXPECT_EQ(dtype_size(DType::BF16), 2u);
+  EXPECT_EQ(dtype_size(DType::F16), 2u);
+  for (const DTypeInfo &i : kDTypes) {
+    DType t;
+    ASSERT_TRUE(parse_dtype(i.name, &t));
+    EXPECT_EQ(t, i.dtype);
+  }
+  DType t;
+  EXPECT_FALSE(parse_dtype("f64", &t));
+}
+
+// attnc/float16.h against independent conversions: every bf16 and f16 bit pattern round-trips
+// through float, and float -> f16 agrees with the compiler's own _Float16 conversion (F16C or
+// its software routine, round to nearest even) on every f16 value, every midpoint between two
+// (the ties) and random floats over the whole range; float -> bf16 keeps the top half of an
+// exactly representable float and rounds midpoints to even.
+TEST(Float16Test, BitsRoundTripAndRoundToNearestEven) {
+  for (uint32_t b = 0; b < 0x10000; ++b) {
+    const uint16_t h = (uint16_t)b;
+    const float fb = bf16_bits_to_float(h), fh = f16_bits_to_float(h);
+    if (std::isnan(fb))
+      EXPECT_TRUE(std::isnan(bf16_bits_to_float(float_to_bf16_bits(fb))));
+    else
+      ASSERT_EQ(float_to_bf16_bits(fb), h) << b;
+    if (std::isnan(fh)) {
+      EXPECT_TRUE(std::isnan(f16_bits_to_float(float_to_f16_bits(fh))));
+      continue;
+    }
+    ASSERT_EQ(float_to_f16_bits(fh), h) << b;
+    const _Float16 c = (_Float16)fh;
+    ASSERT_EQ((float)c, fh) << b;
+    EXPECT_EQ(round_to_dtype(fh, DType::F16), (double)fh);
+  }
+  auto hw = [](float f) {
+    _Float16 c = (_Float16)f;
+    uint16_t u;
+    std::memcpy(&u, &c, 2);
+    return u;
+  };
+  // Midpoints between neighbouring finite f16 values of one sign: the ties.
+  for (uint16_t b = 0; b < 0x7bff; ++b) {
+    const float mid = (float)(0.5 * ((double)f16_bits_to_float(b) + f16_bits_to_float(b + 1)));
+    ASSERT_EQ(float_to_f16_bits(mid), hw(mid)) << b;
+    ASSERT_EQ(float_to_f16_bits(-mid), hw(-mid)) << b;
+  }
+  uint64_t x = 88172645463325252ull;
+  for (int n = 0; n < 200000; ++n) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    uint32_t u = (uint32_t)x;
+    float f;
+    std::memcpy(&f, &u, 4);
+    if (std::isnan(f))
+      continue;
+    ASSERT_EQ(float_to_f16_bits(f), hw(f)) << f;
+    // bf16: the nearest of the two candidates, the even one on a tie.
+    const uint16_t lo = (uint16_t)(u >> 16), b = float_to_bf16_bits(f);
+    const uint32_t rest = u & 0xffff;
+    const uint16_t want = rest > 0x8000 || (rest == 0x8000 && (lo & 1)) ? lo + 1 : lo;
+    ASSERT_EQ(b, want) << f;
+    EXPECT_EQ(round_to_dtype(f, DType::BF16), (double)bf16_bits_to_float(b)) << f;
+  }
+  EXPECT_EQ(float_to_f16_bits(65504.f), 0x7bff);
+  EXPECT_EQ(float_to_f16_bits(65520.f), 0x7c00); // the midpoint to the next binade: infinity
+  EXPECT_EQ(float_to_bf16_bits(3.4028235e38f), 0x7f80);
+  EXPECT_EQ(round_to_dtype(1e-9, DType::F16), 0.0);
+  EXPECT_EQ(round_to_dtype(std::ldexp(3.0, -25), DType::F16), std::ldexp(1.0, -23)); // ties to even
+  EXPECT_EQ(round_to_dtype(std::ldexp(1.0, -25), DType::F16), 0.0);
 }
 
 TEST(StatusTest, OkAndError) {

@@ -1,4 +1,4 @@
-// Reading and writing NumPy .npy files (little-endian float32/int32, C order) for kernel inputs and outputs.
+// Reading and writing NumPy .npy files (little-endian f32/i32/bf16/f16, C order) for kernel inputs and outputs.
 #pragma once
 
 #include <cstdint>
@@ -14,15 +14,25 @@ struct NpyArray {
   DType dtype = DType::F32;
   std::vector<int64_t> shape; // C order; empty for a scalar
   std::vector<char> data;     // numel * dtype_size bytes, C-contiguous, little-endian
+  // Two-byte elements whose format the file does not say: numpy has no bf16, so ml_dtypes arrays
+  // are saved as '<V2' (opaque bytes) and raw bits as '<u2'. read_npy calls them BF16; a caller
+  // that knows the kernel declares f16 there may retype them (retype_raw16).
+  bool raw16 = false;
 
   // Contiguous view over `data`. Valid until `data` is resized or the array
   // is destroyed. read_npy guarantees shape.size() <= kMaxRank.
   TensorView view();
 };
 
-// Reads a version 1.0/2.0/3.0 .npy file holding '<f4' or '<i4' data in C
-// order. On error `out` is left unchanged and the message starts with `path`.
+// Reads a version 1.0/2.0/3.0 .npy file holding '<f4', '<i4', '<f2' (f16) or two-byte
+// '<V2'/'<u2' (bf16 bits, see raw16) data in C order. On error `out` is left unchanged and the
+// message starts with `path`.
 Status read_npy(const std::string &path, NpyArray *out);
+
+// Gives `a` the type `declared` a kernel expects where its file could not say: raw two-byte
+// data (raw16) becomes BF16 or F16. Any other array is left as it is (a mismatch stays one for
+// the kernel's checks to report).
+void retype_raw16(NpyArray &a, DType declared);
 
 // Writes a version 1.0 .npy file (2.0 only if the header would not fit) whose
 // data starts at a multiple of 64 bytes. The file goes through an OutputSet

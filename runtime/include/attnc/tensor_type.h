@@ -17,13 +17,17 @@
 
 namespace attnc {
 
-enum class DType { F32, I32 };
+// BF16 and F16 are storage types: a kernel reads them widened to f32 and rounds its f32 results
+// to them (round to nearest even) where it stores an output of that type.
+enum class DType { F32, I32, BF16, F16 };
 
 struct DTypeInfo {
   DType dtype;
   const char *name;       // the DSL's and numpy-facing spelling: "f32"
   const char *enumerator; // the C++ enumerator generated descriptors name: "F32"
-  const char *npy_kind;   // numpy's descr without the byte order: "f4" ("<f4" little-endian)
+  // numpy's descr without the byte order: "f4" ("<f4" little-endian). numpy has no bf16: ml_dtypes
+  // arrays are saved as "<V2" (two opaque bytes), which is what bf16 outputs are written as.
+  const char *npy_kind;
   size_t bytes;
   bool is_float;
 };
@@ -31,6 +35,8 @@ struct DTypeInfo {
 inline constexpr DTypeInfo kDTypes[] = {
     {DType::F32, "f32", "F32", "f4", 4, true},
     {DType::I32, "i32", "I32", "i4", 4, false},
+    {DType::BF16, "bf16", "BF16", "V2", 2, true},
+    {DType::F16, "f16", "F16", "f2", 2, true},
 };
 
 // The entry of kDTypes for `dtype`, or null for a value outside the enum (a corrupt descriptor).
@@ -41,7 +47,7 @@ inline const DTypeInfo *dtype_info(DType dtype) {
   return nullptr;
 }
 
-// "f32" / "i32"; "?" for values outside the enum.
+// "f32" / "i32" / "bf16" / "f16"; "?" for values outside the enum.
 inline const char *dtype_name(DType dtype) {
   const DTypeInfo *i = dtype_info(dtype);
   return i ? i->name : "?";
