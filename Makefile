@@ -61,10 +61,10 @@ endif
 # Former name of the tuned benchmark, which `make bench` now always is.
 bench-tuned: bench
 
-# The CUDA code of every bundled kernel assembled offline by ptxas, with registers, shared memory
-# and spills per GPU kernel (the same check as the ctest ptx_check).
+# The CUDA code of every bundled kernel (f32, bf16 and f16 tensors) assembled offline by ptxas,
+# with registers, shared memory and spills per GPU kernel (the same check as the ctest ptx_check).
 ptx-report: build
-	$(VENV)/bin/python scripts/ptx_report.py --attnc $(BUILD)/bin/attnc --variants dsl/variants --jobs $(JOBS)
+	$(VENV)/bin/python scripts/ptx_report.py --attnc $(BUILD)/bin/attnc --variants dsl/variants --dtypes f32,bf16,f16 --jobs $(JOBS)
 
 # --- hardening (README "Hardening") ----------------------------------------------------------
 # Both builds get their own directory and the same dependencies as $(BUILD); asserts stay on

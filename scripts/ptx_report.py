@@ -61,11 +61,13 @@ def parse_ptxas(text):
 
 
 def check(job, attnc, ptxas, tmp):
-    path, kernel, cap = job
-    ptx = os.path.join(tmp, f"{kernel}_{cap}.ptx")
+    path, kernel, cap, dtype = job
+    ptx = os.path.join(tmp, f"{kernel}_{cap}_{dtype}.ptx")
     target = f"x86-64-linux-cuda-cuda_capability_{cap}"
-    r = subprocess.run([attnc, path, f"--kernel={kernel}", f"--target={target}", "--emit=ptx", "-o", ptx],
-                       capture_output=True, text=True)
+    # -D f32=bf16 stores every f32 tensor as bf16 (f16); the kernel still computes in f32.
+    storage = [] if dtype == "f32" else ["-D", f"f32={dtype}"]
+    r = subprocess.run([attnc, path, f"--kernel={kernel}", f"--target={target}", "--emit=ptx", "-o", ptx]
+                       + storage, capture_output=True, text=True)
     if r.returncode != 0:
         return job, None, f"attnc --emit=ptx failed:\n{r.stderr.strip()}"
     with open(ptx, encoding="utf-8") as f:
@@ -94,6 +96,8 @@ def main():
     ap.add_argument("--ptxas", default=None)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--filter", default="", help="only kernels whose name contains this")
+    ap.add_argument("--dtypes", default="f32",
+                    help="comma-separated storage types of the f32 tensors to check: f32, bf16, f16")
     args = ap.parse_args()
 
     ptxas = find_ptxas(args.ptxas)
@@ -106,28 +110,29 @@ def main():
             path = os.path.join(args.variants, name)
             for k in kernels_of(path):
                 if args.filter in k:
-                    jobs += [(path, k, cap) for cap in ARCHS]
+                    jobs += [(path, k, cap, t) for t in args.dtypes.split(",") for cap in ARCHS]
     failures, table = [], []
     with tempfile.TemporaryDirectory(prefix="attnc-ptx.") as tmp:
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as ex:
             for job, rows, err in ex.map(lambda j: check(j, args.attnc, ptxas, tmp), jobs):
                 if err:
-                    failures.append(f"{job[1]} (capability {job[2]}): {err}")
+                    failures.append(f"{job[1]} {job[3]} (capability {job[2]}): {err}")
                     continue
                 for r in rows:
-                    table.append((job[1], r))
+                    table.append((job[1], job[3], r))
                     if r["spill_st"] or r["spill_ld"]:
-                        failures.append(f"{job[1]} {r['entry']} on {r['arch']}: spills "
+                        failures.append(f"{job[1]} {job[3]} {r['entry']} on {r['arch']}: spills "
                                         f"{r['spill_st']} bytes stored, {r['spill_ld']} loaded")
 
     print(f"ptxas: {ptxas}")
-    print(f"{'kernel':<22} {'arch':<6} {'regs':>4} {'bar':>3} {'smem':>5} {'shared':>6} {'spill':>9}  entry")
-    for kernel, r in table:
-        print(f"{kernel:<22} {r['arch']:<6} {r['regs']:>4} {r['barriers']:>3} {r['smem']:>5} "
+    print(f"{'kernel':<22} {'dtype':<5} {'arch':<6} {'regs':>4} {'bar':>3} {'smem':>5} {'shared':>6} "
+          f"{'spill':>9}  entry")
+    for kernel, dtype, r in table:
+        print(f"{kernel:<22} {dtype:<5} {r['arch']:<6} {r['regs']:>4} {r['barriers']:>3} {r['smem']:>5} "
               f"{('dyn' if r['shared'] else '-'):>6} {r['spill_st']:>4}/{r['spill_ld']:<4}  {r['entry']}")
-    kernels = sorted({k for k, _ in table})
-    print(f"{len(kernels)} kernels, {len(table)} GPU kernel x architecture rows, "
-          f"max registers {max((r['regs'] for _, r in table), default=0)}")
+    kernels = sorted({k for k, _, _ in table})
+    print(f"{len(kernels)} kernels in {args.dtypes}, {len(table)} GPU kernel x architecture rows, "
+          f"max registers {max((r['regs'] for _, _, r in table), default=0)}")
     if failures:
         print(f"\n{len(failures)} FAILURE(S):")
         for f in failures:

@@ -3,6 +3,7 @@
 // folded in, index variables and let bindings resolved to frame slots), then evaluated
 // recursively in double (floats) or int64 (ints, with floor division and modulo).
 #include "attnc/dsl/Interpreter.h"
+#include "attnc/float16.h"
 
 #include <algorithm>
 #include <cmath>
@@ -127,7 +128,10 @@ enum class Fn {
   Silu,
   Elu,
   Softplus,
-  Relu
+  Relu,
+  ToFloat, // f32(x): the interpreter's doubles need no conversion
+  ToBF16,  // bf16(x), f16(x): rounded to that type's precision
+  ToF16
 };
 enum class Cmp { Lt, Le, Gt, Ge, Eq, Ne };
 
@@ -181,6 +185,13 @@ public:
       s.strides = stridesOf(s.shape);
       s.data = inputs_[i].data.data();
       s.isInt = inputs_[i].isInt;
+      // A bf16/f16 input holds what a compiled kernel could be given: values of that type.
+      if (DType st = k_.inputs[i]->elemType; st == DType::BF16 || st == DType::F16) {
+        s.own.reserve(inputs_[i].data.size());
+        for (double v : inputs_[i].data)
+          s.own.push_back(round_to_dtype(v, st));
+        s.data = s.own.data();
+      }
       addTensor(k_.inputs[i].get(), std::move(s));
     }
     // Requirements on the sizes, in order, before anything is computed (as compiled kernels do).
@@ -203,6 +214,11 @@ public:
       t.shape = s.shape;
       t.data = std::move(s.own);
       t.isInt = s.isInt;
+      // Computed in fp64 and stored once in the output's type, as compiled kernels store their
+      // f32 results (a later definition reading the output sees the unrounded value in both).
+      if (o->elemType == DType::BF16 || o->elemType == DType::F16)
+        for (double &v : t.data)
+          v = round_to_dtype(v, o->elemType);
       outputs->push_back(std::move(t));
     }
   }
@@ -474,11 +490,12 @@ private:
 
   Node compileCall(const Expr &e, Node n) {
     static const std::pair<const char *, Fn> kMath[] = {
-        {"exp", Fn::Exp},           {"log", Fn::Log},   {"sqrt", Fn::Sqrt},
-        {"rsqrt", Fn::Rsqrt},       {"sin", Fn::Sin},   {"cos", Fn::Cos},
-        {"tanh", Fn::Tanh},         {"erf", Fn::Erf},   {"floor", Fn::Floor},
-        {"sigmoid", Fn::Sigmoid},   {"silu", Fn::Silu}, {"elu", Fn::Elu},
-        {"softplus", Fn::Softplus},
+        {"exp", Fn::Exp},           {"log", Fn::Log},     {"sqrt", Fn::Sqrt},
+        {"rsqrt", Fn::Rsqrt},       {"sin", Fn::Sin},     {"cos", Fn::Cos},
+        {"tanh", Fn::Tanh},         {"erf", Fn::Erf},     {"floor", Fn::Floor},
+        {"sigmoid", Fn::Sigmoid},   {"silu", Fn::Silu},   {"elu", Fn::Elu},
+        {"softplus", Fn::Softplus}, {"f32", Fn::ToFloat}, {"bf16", Fn::ToBF16},
+        {"f16", Fn::ToF16},
     };
     for (const auto &a : e.args)
       n.kids.push_back(compile(*a));
@@ -864,6 +881,12 @@ private:
         return x > 20 ? x : std::log1p(std::exp(x));
       case Fn::Relu:
         return std::isnan(x) ? x : std::max(x, 0.0);
+      case Fn::ToFloat:
+        return x;
+      case Fn::ToBF16:
+        return round_to_dtype(x, DType::BF16);
+      case Fn::ToF16:
+        return round_to_dtype(x, DType::F16);
       }
       internal("math function");
     }

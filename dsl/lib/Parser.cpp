@@ -222,7 +222,7 @@ std::unique_ptr<TensorDecl> Parser::parseParam(TensorRole role) {
   expect(Tok::Colon, ("after '" + t->name + "' (write 'name: f32[dims]')").c_str());
   Token ty = expect(Tok::Ident, "for the element type");
   if (!parse_dtype(ty.text, &t->elemType))
-    fail(ty.loc, "unknown element type '" + ty.text + "' (expected f32 or i32)");
+    fail(ty.loc, "unknown element type '" + ty.text + "' (expected f32, i32, bf16 or f16)");
   expect(Tok::LBracket, "to start the dimensions");
   if (!is(Tok::RBracket)) {
     do {

@@ -519,7 +519,7 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   // Halide profiler: 40% of the time in the two online outputs' loops and the allocator).
   H::Expr De;
   if (!g.valueVar.empty() && O.varNames.back() == g.valueVar && (full || !tiled))
-    De = O.isOutput ? O.func.output_buffer().dim(0).extent() : valueExtent;
+    De = O.isOutput ? k.outputBuffer(O).dim(0).extent() : valueExtent;
   if (De.defined()) {
     if (!full)
       specializeFor(H::Stage(O.func), {De == 64, De == 128}, t);

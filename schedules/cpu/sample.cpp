@@ -208,7 +208,7 @@ public:
           const int blks[] = {vec, 2 * vec, 4 * vec};
           std::vector<H::Expr> conds;
           for (int blk : blks)
-            conds.push_back(*D == blk && h.output_buffer().dim(0).min() == 0);
+            conds.push_back(*D == blk && k.outputBuffer(*home).dim(0).min() == 0);
           std::vector<std::optional<H::Stage>> s = specializeFor(h, conds, t);
           for (size_t i = 0; i < s.size(); ++i)
             if (s[i])

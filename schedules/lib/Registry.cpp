@@ -66,6 +66,32 @@ static void schedulePredicateInputs(LoweredKernel &k) {
       k.funcs[i].func.compute_root();
 }
 
+// A bf16/f16 output's rounding Func (LoweredKernel::stores) reads its f32 definition, which the
+// rule scheduled at root, once per element: a memory-bound pass over the output, a small part of
+// any attention kernel. CPU: rows in parallel, 16 lanes (one AVX-512 f32 vector, two AVX2 ones);
+// GPU: 32 x 8 threads, or 256 for a vector. Guarded tails: outputs may be smaller than a tile.
+static void scheduleStores(LoweredKernel &k, bool gpu) {
+  for (Halide::Func &st : k.stores) {
+    if (!st.defined())
+      continue;
+    std::vector<Halide::Var> v = st.args(); // innermost first
+    const auto guard = Halide::TailStrategy::GuardWithIf;
+    if (gpu) {
+      Halide::Var bx, by, tx, ty;
+      if (v.size() >= 2)
+        st.gpu_tile(v[0], v[1], bx, by, tx, ty, 32, 8, guard);
+      else if (v.size() == 1)
+        st.gpu_tile(v[0], bx, tx, 256, guard);
+      continue;
+    }
+    if (v.empty())
+      continue;
+    if (v.size() >= 2)
+      st.parallel(v.back());
+    st.vectorize(v[0], 16, guard);
+  }
+}
+
 std::string ScheduleParams::str() const {
   if (values.empty())
     return "default";
@@ -337,6 +363,7 @@ std::string Selection::apply(LoweredKernel &k, const ScheduleParams &params) con
   }
   k.gpu = target.gpu;
   rule->apply(match, k, target, params);
+  scheduleStores(k, target.gpu);
   scheduleChecks(k);
   schedulePredicateInputs(k);
   return rule->name();

@@ -4,6 +4,7 @@
 #include "attnc/Schedule.h"
 #include "attnc/Transforms/Passes.h"
 #include "attnc/dsl/Interpreter.h"
+#include "attnc/float16.h"
 #include "attnc/npy.h"
 #include "attnc/output.h"
 #include "attnc/runtime.h"
@@ -185,8 +186,21 @@ Halide::Buffer<> wrap(attnc::TensorView &t) {
     int c = t.rank - 1 - d;
     dims[d] = halide_dimension_t(0, (int32_t)t.shape[c], (int32_t)t.strides[c]);
   }
-  halide_type_t ty = t.dtype == attnc::DType::F32 ? halide_type_t(halide_type_float, 32)
-                                                  : halide_type_t(halide_type_int, 32);
+  halide_type_t ty;
+  switch (t.dtype) {
+  case attnc::DType::F32:
+    ty = halide_type_t(halide_type_float, 32);
+    break;
+  case attnc::DType::I32:
+    ty = halide_type_t(halide_type_int, 32);
+    break;
+  case attnc::DType::BF16:
+    ty = halide_type_t(halide_type_bfloat, 16);
+    break;
+  case attnc::DType::F16:
+    ty = halide_type_t(halide_type_float, 16);
+    break;
+  }
   return Halide::Buffer<>(ty, t.data, t.rank, dims.data());
 }
 
@@ -272,10 +286,18 @@ int runReference(const attnc::dsl::Module &m, const std::string &kernelName, con
     attnc::Status st = attnc::read_npy(inPaths[n], &a);
     if (!st.ok())
       return fail("input '" + n + "': " + st.message());
+    const attnc::DType declared = k->inputs[inputs.size()]->elemType;
+    attnc::retype_raw16(a, declared);
     attnc::dsl::RefTensor t;
     t.shape = a.shape;
     t.isInt = a.dtype == attnc::DType::I32;
-    size_t count = a.data.size() / 4;
+    // f32 against i32 is the interpreter's to report; a two-byte type must match exactly.
+    if (a.dtype != declared &&
+        (attnc::dtype_size(a.dtype) == 2 || attnc::dtype_size(declared) == 2))
+      return fail("input '" + n + "' is " + attnc::dtype_name(a.dtype) + ", but kernel '" +
+                  k->name + "' declares " + attnc::dtype_name(declared));
+    const size_t width = attnc::dtype_size(a.dtype);
+    size_t count = a.data.size() / width;
     // The interpreter holds every value as a double.
     st = attnc::check_memory("input '" + n + "' in fp64", count * sizeof(double));
     if (!st.ok())
@@ -286,6 +308,10 @@ int runReference(const attnc::dsl::Module &m, const std::string &kernelName, con
         int32_t v;
         std::memcpy(&v, a.data.data() + 4 * j, 4);
         t.data[j] = v;
+      } else if (width == 2) {
+        uint16_t v;
+        std::memcpy(&v, a.data.data() + 2 * j, 2);
+        t.data[j] = attnc::half_bits_to_float(v, a.dtype);
       } else {
         float v;
         std::memcpy(&v, a.data.data() + 4 * j, 4);
@@ -309,9 +335,14 @@ int runReference(const attnc::dsl::Module &m, const std::string &kernelName, con
     const attnc::dsl::RefTensor &r = results[i];
     const std::string &n = outNames[i];
     if (outPaths.count(n)) {
-      std::vector<char> bytes(std::max<size_t>(r.data.size(), 1) * 4);
+      const attnc::DType dt = k->outputs[i]->elemType;
+      const size_t width = attnc::dtype_size(dt);
+      std::vector<char> bytes(std::max<size_t>(r.data.size(), 1) * width);
       for (size_t j = 0; j < r.data.size(); ++j) {
-        if (r.isInt) {
+        if (width == 2) { // the interpreter rounded it to the type already: exact
+          uint16_t x = attnc::float_to_half_bits((float)r.data[j], dt);
+          std::memcpy(bytes.data() + 2 * j, &x, 2);
+        } else if (r.isInt) {
           double v = r.data[j];
           if (!(v >= -2147483648.0 && v <= 2147483647.0))
             return fail("output '" + n + "' element " + std::to_string(j) + " is " +
@@ -323,9 +354,7 @@ int runReference(const attnc::dsl::Module &m, const std::string &kernelName, con
           std::memcpy(bytes.data() + 4 * j, &x, 4);
         }
       }
-      attnc::Status ws =
-          attnc::write_npy(files.set, files.file.at(n),
-                           r.isInt ? attnc::DType::I32 : attnc::DType::F32, r.shape, bytes.data());
+      attnc::Status ws = attnc::write_npy(files.set, files.file.at(n), dt, r.shape, bytes.data());
       if (!ws.ok())
         return fail(ws.message());
     }
@@ -434,7 +463,8 @@ attnc::Status checkSizes(const attnc::LoweredKernel &lk, const std::vector<attnc
     if (!st.ok())
       return st;
     total +=
-        (uint64_t)attnc::TensorView::contiguous(nullptr, attnc::DType::F32, shapes[i]).numel() * 4;
+        (uint64_t)attnc::TensorView::contiguous(nullptr, attnc::DType::F32, shapes[i]).numel() *
+        attnc::dtype_size(lk.outputTypes[i].dtype);
   }
   for (size_t i = 0; i < lk.inputs.size(); ++i) {
     attnc::Status st = attnc::check_tensor_size("input '" + lk.inputs[i].name + "'",
@@ -478,11 +508,12 @@ struct Buffers {
     for (size_t i = 0; i < shapes.size(); ++i) {
       attnc::DType dt = lk.outputTypes[i].dtype;
       attnc::TensorView probe = attnc::TensorView::contiguous(nullptr, dt, shapes[i]);
+      const int64_t bytes = probe.numel() * (int64_t)attnc::dtype_size(dt);
       try {
-        outData.emplace_back(std::max<int64_t>(probe.numel(), 1) * 4);
+        outData.emplace_back(std::max<int64_t>(bytes, 1));
       } catch (const std::bad_alloc &) {
         return attnc::Status::Error("output '" + lk.outputNames[i] + "': cannot allocate " +
-                                    std::to_string(probe.numel() * 4) + " bytes");
+                                    std::to_string(bytes) + " bytes");
       }
       outViews.push_back(attnc::TensorView::contiguous(outData[i].data(), dt, shapes[i]));
       outBufs.push_back(wrap(outViews.back()));
@@ -509,7 +540,16 @@ attnc::Status writeOutputs(const attnc::LoweredKernel &lk, const Buffers &b,
     return st;
   for (size_t i = 0; i < shapes.size(); ++i) {
     const std::string &n = lk.outputNames[i];
-    if (lk.outputTypes[i].is_float())
+    const attnc::DType dt = lk.outputTypes[i].dtype;
+    if (attnc::dtype_size(dt) == 2) { // summarised as the float values it holds
+      std::vector<float> f(b.outViews[i].numel());
+      for (size_t j = 0; j < f.size(); ++j) {
+        uint16_t x;
+        std::memcpy(&x, b.outData[i].data() + 2 * j, 2);
+        f[j] = attnc::half_bits_to_float(x, dt);
+      }
+      summarise(n, shapes[i], true, f.data(), (int64_t)f.size());
+    } else if (lk.outputTypes[i].is_float())
       summarise(n, shapes[i], true, reinterpret_cast<const float *>(b.outData[i].data()),
                 b.outViews[i].numel());
     else
@@ -560,6 +600,7 @@ int runCompiled(attnc::Compilation &comp, const Assignments &ins, const Assignme
     attnc::Status st = attnc::read_npy(inPaths[inNames[i]], &arrays[i]);
     if (!st.ok())
       return fail("input '" + inNames[i] + "': " + st.message());
+    attnc::retype_raw16(arrays[i], kernel.getInputType(i).dtype);
     std::vector<attnc::Dim> dims = kernel.getInputType(i).dims;
     for (size_t d = 0; d < dims.size() && d < arrays[i].shape.size(); ++d)
       if (dims[d].symbol())

@@ -77,6 +77,14 @@ struct KernelParam {
 // The Halide type of a tensor element (the one place HalideGen maps the shared element types).
 Halide::Type halideType(DType dtype);
 
+// A bf16/f16 value as f32, and an f32 value rounded to bf16/f16 (nearest, ties to even; NaN stays
+// NaN). bf16 is spelt in integer operations on its bits (a shift, an add and a select per
+// vector), which Halide vectorises on every target, where its own bf16 casts are emulated
+// element by element without a bf16 target feature (and say so on stderr); f16 is Halide's
+// cast, one F16C instruction per vector on x86.
+Halide::Expr widenStorage(Halide::Expr v);
+Halide::Expr narrowStorage(Halide::Expr f, DType to);
+
 // How many (row block, key tile) pairs an online softmax's state visits: the same tile predicates
 // as its updates, evaluated on their own (no tile is computed). A row block is the group's
 // queryGroup query rows when it is grouped, otherwise one row of the softmax.
@@ -159,7 +167,10 @@ struct LoweredKernel {
   std::vector<KernelParam> inputs;
   std::vector<std::string> outputNames;
   std::vector<TensorType> outputTypes; // same order as outputNames
-  std::vector<LoweredFunc> funcs;      // producers before consumers
+  // Same order: for a bf16/f16 output, the Func that rounds its f32 definition into the output
+  // buffer (the pipeline's output, named `<o>__bf16`); undefined for f32/i32 outputs.
+  std::vector<Halide::Func> stores;
+  std::vector<LoweredFunc> funcs; // producers before consumers
   // Conditions on the sizes (attn.require), checked before anything is computed.
   std::vector<std::pair<Halide::Expr, std::string>> requirements;
   // One per attn.online_softmax, in the kernel's order.
@@ -187,6 +198,9 @@ struct LoweredKernel {
   LoweredFunc *find(const std::string &name);
   const LoweredFunc *find(const std::string &name) const;
   std::vector<Halide::Func> outputs() const;
+  // The buffer output `f` is stored in: its own, or its rounding Func's (stores) for a bf16/f16
+  // output. Same extents either way; rules that bound loops by an output's extent ask here.
+  Halide::OutputImageParam outputBuffer(const LoweredFunc &f) const;
   std::vector<Halide::Argument> arguments() const;
   // The kernel's pipeline, with IEEE float semantics applied to every Func (after scheduling,
   // as every compile path calls this; applyFloatSemantics is idempotent).

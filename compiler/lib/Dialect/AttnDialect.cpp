@@ -33,8 +33,18 @@ Type attnc::attn::elementType(MLIRContext *ctx, attnc::DType dtype) {
     return Float32Type::get(ctx);
   case attnc::DType::I32:
     return IntegerType::get(ctx, 32);
+  case attnc::DType::BF16:
+    return BFloat16Type::get(ctx);
+  case attnc::DType::F16:
+    return Float16Type::get(ctx);
   }
   return {};
+}
+
+Type attnc::attn::computeType(Type storage) {
+  if (storage.isBF16() || storage.isF16())
+    return Float32Type::get(storage.getContext());
+  return storage;
 }
 
 bool attnc::attn::dtypeOf(Type t, attnc::DType *out) {

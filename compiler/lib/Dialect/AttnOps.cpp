@@ -125,8 +125,17 @@ LogicalResult KernelOp::verify() {
   auto ret = entry.mightHaveTerminator() ? dyn_cast<ReturnOp>(entry.getTerminator()) : ReturnOp();
   if (!ret)
     return emitOpError("body must end with attn.return");
-  if (ret.getValues().getTypes() != TypeRange(getResultTypes()))
+  // Definitions compute in f32; a bf16 or f16 output is that f32 result rounded where it is
+  // stored, so it returns a tensor of the output's shape with the compute type.
+  auto computed = [](Type t) -> Type {
+    auto tt = cast<RankedTensorType>(t);
+    return RankedTensorType::get(tt.getShape(), computeType(tt.getElementType()));
+  };
+  if (ret.getValues().size() != getResultTypes().size())
     return ret.emitOpError("returns types that do not match the kernel's results");
+  for (auto [v, t] : llvm::zip(ret.getValues(), getResultTypes()))
+    if (v.getType() != computed(t))
+      return ret.emitOpError("returns types that do not match the kernel's results");
   return success();
 }
 

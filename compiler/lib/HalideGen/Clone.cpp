@@ -52,6 +52,9 @@ template <typename V> void handles(LoweredKernel &k, V &v) {
     v(cond);
   for (OnlineGroup &g : k.onlineGroups)
     handles(g, v);
+  for (H::Func &s : k.stores)
+    if (s.defined())
+      v(s);
 }
 
 // The Funcs the kernel reaches: its Funcs, the Funcs they call (in definitions, predicates and

@@ -13,8 +13,28 @@ Halide::Type halideType(DType dtype) {
     return H::Float(32);
   case DType::I32:
     return H::Int(32);
+  case DType::BF16:
+    return H::BFloat(16);
+  case DType::F16:
+    return H::Float(16);
   }
   throw std::runtime_error("HalideGen: an element type without a Halide type");
+}
+
+Halide::Expr widenStorage(Halide::Expr v) {
+  if (v.type().is_bfloat())
+    return H::reinterpret<float>(H::cast<uint32_t>(H::reinterpret<uint16_t>(v)) << 16);
+  return H::cast<float>(v);
+}
+
+Halide::Expr narrowStorage(Halide::Expr f, DType to) {
+  if (to != DType::BF16)
+    return H::cast(halideType(to), f);
+  H::Expr u = H::reinterpret<uint32_t>(f);
+  H::Expr rounded = (u + (0x7fff + ((u >> 16) & 1))) >> 16; // ties to even; may carry to inf
+  H::Expr nan = (u & 0x7fffffff) > 0x7f800000;              // kept quiet, with its sign
+  H::Expr bits = H::select(nan, (u >> 16) | 0x40, rounded);
+  return H::reinterpret(H::BFloat(16), H::cast<uint16_t>(bits));
 }
 
 const char *funcRoleName(FuncRole r) {
@@ -72,9 +92,17 @@ const LoweredFunc *LoweredKernel::find(const std::string &n) const {
 
 std::vector<H::Func> LoweredKernel::outputs() const {
   std::vector<H::Func> out;
-  for (const auto &n : outputNames)
-    out.push_back(find(n)->func);
+  for (size_t i = 0; i < outputNames.size(); ++i)
+    out.push_back(i < stores.size() && stores[i].defined() ? stores[i]
+                                                           : find(outputNames[i])->func);
   return out;
+}
+
+H::OutputImageParam LoweredKernel::outputBuffer(const LoweredFunc &f) const {
+  for (size_t i = 0; i < outputNames.size() && i < stores.size(); ++i)
+    if (outputNames[i] == f.name && stores[i].defined())
+      return stores[i].output_buffer();
+  return f.func.output_buffer();
 }
 
 H::Pipeline LoweredKernel::pipeline() const {
@@ -162,10 +190,22 @@ LoweredKernel Lowerer::run(attn::KernelOp kernel) {
         out_.outputNames.push_back(f->name);
         out_.outputTypes.push_back(kernel.getOutputType(i));
         const std::vector<attnc::Dim> &dims = out_.outputTypes.back().dims;
+        // A bf16/f16 output: the definition computes in f32 at root, and a Func of the storage
+        // type rounds it (to nearest even) into the output buffer. Rules schedule the
+        // definition as they would an f32 output; the conversion is scheduled with them
+        // (scheduleStores).
+        H::Func store;
+        if (DType st = out_.outputTypes.back().dtype; st == DType::BF16 || st == DType::F16) {
+          store = H::Func(f->name + "__" + dtype_name(st));
+          std::vector<H::Var> vars = f->func.args();
+          store(vars) = narrowStorage(f->func(vars), st);
+          f->func.compute_root();
+        }
+        out_.stores.push_back(store);
         // The runtime checks every output's shape against the sizes bound from the inputs;
         // saying so lets Halide compare an output's extent with the inputs' (a causal
         // tile's keys j <= i then end inside k without a clamp to k's extent).
-        H::OutputImageParam ob = f->func.output_buffer();
+        H::OutputImageParam ob = store.defined() ? store.output_buffer() : f->func.output_buffer();
         int rank = f->func.dimensions();
         for (int d = 0; d < rank; ++d) {
           ob.dim(d).set_min(0);

@@ -5,7 +5,11 @@ namespace attnc::lowering {
 
 H::Expr Lowerer::castTo(Type t, H::Expr e) {
   if (t.isF32())
-    return H::cast<float>(e);
+    return e.type().is_float() && e.type().bits() < 32 ? widenStorage(e) : H::cast<float>(e);
+  if (t.isBF16())
+    return narrowStorage(e, DType::BF16);
+  if (t.isF16())
+    return narrowStorage(e, DType::F16);
   if (t.isInteger(1))
     return e;
   if (t.isInteger(64))
@@ -364,6 +368,9 @@ Lowerer::ReadParts Lowerer::lowerReadParts(attn::ReadOp r, Env &env) {
     }
   }
   H::Expr v = param ? H::Expr(param->param(reversed(idx))) : H::Expr(func(reversed(idx)));
+  // bf16/f16 inputs read as f32 (exactly): every definition computes in f32.
+  if (v.type().is_float() && v.type().bits() < 32)
+    v = widenStorage(v);
   return {v, inRange};
 }
 
@@ -443,7 +450,7 @@ H::Expr Lowerer::evalOp(Operation *op, Env &env) {
       .Case<arith::OrIOp>([&](auto) { return a(0) || a(1); })
       .Case<arith::XOrIOp>([&](auto) { return a(0) != a(1); })
       .Case<arith::SelectOp>([&](auto) { return H::select(a(0), a(1), a(2)); })
-      .Case<arith::IndexCastOp, arith::SIToFPOp, arith::FPToSIOp>(
+      .Case<arith::IndexCastOp, arith::SIToFPOp, arith::FPToSIOp, arith::TruncFOp, arith::ExtFOp>(
           [&](auto) { return castTo(op->getResult(0).getType(), a(0)); })
       .Case<arith::CmpIOp>([&](arith::CmpIOp c) -> H::Expr {
         H::Expr x = a(0), y = a(1);

@@ -165,7 +165,10 @@ private:
 
   void genDefinition(const Definition &def) {
     const TensorDecl &t = *def.tensor;
-    RankedTensorType type = tensorType(t);
+    // A definition computes in f32 (or i32); a bf16/f16 output is rounded where it is stored.
+    RankedTensorType storage = tensorType(t);
+    RankedTensorType type =
+        RankedTensorType::get(storage.getShape(), attn::computeType(storage.getElementType()));
     SmallVector<Value> ext = extents(def.indices);
     Location l = loc(def.loc);
     OpBuilder::InsertionGuard guard(b_);
@@ -208,7 +211,7 @@ private:
       OpBuilder::InsertionGuard inner(b_);
       indexBlock(op.getBody(), def.indices);
       Value v = gen(*def.rhs);
-      v = t.elemType == ElemType::F32 ? toFloat(v) : toI32(v);
+      v = t.elemType == ElemType::I32 ? toI32(v) : toFloat(v);
       b_.create<attn::YieldOp>(loc(def.rhs->loc), ValueRange{v});
     }
     tensors_[def.name] = result;
@@ -271,8 +274,9 @@ private:
         if (excludes_)
           excludes_->push_back({&e, reduceStack_});
       }
-      Value v = b_.create<attn::ReadOp>(l, cast<RankedTensorType>(t.getType()).getElementType(), t,
-                                        idx, b_.getStringAttr(boundary));
+      Value v = b_.create<attn::ReadOp>(
+          l, attn::computeType(cast<RankedTensorType>(t.getType()).getElementType()), t, idx,
+          b_.getStringAttr(boundary));
       return v.getType().isInteger(32) ? toIndex(v) : v;
     }
     case ExprKind::ListRead:
@@ -477,6 +481,13 @@ private:
     if (n == "relu" && e.type == ScalarType::Int)
       return b_.create<arith::MaxSIOp>(l, gen(*e.args[0]), b_.create<arith::ConstantIndexOp>(l, 0));
     Value x = toFloat(gen(*e.args[0]));
+    if (n == "f32")
+      return x;
+    if (n == "bf16" || n == "f16") { // rounded to the type, computed on in f32
+      Type t = n == "bf16" ? (Type)b_.getBF16Type() : (Type)b_.getF16Type();
+      Value r = b_.create<arith::TruncFOp>(l, t, x);
+      return b_.create<arith::ExtFOp>(l, b_.getF32Type(), r);
+    }
     if (Value v = genActivation(n, x, l))
       return v;
     if (n == "exp")

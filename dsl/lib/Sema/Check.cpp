@@ -345,7 +345,8 @@ void KernelSema::checkRead(Expr &e) {
     return;
   }
   e.tensor = t;
-  e.type = t->elemType == ElemType::F32 ? ScalarType::Float : ScalarType::Int;
+  // bf16/f16 tensors read as their values in f32: every expression computes in f32 or i32.
+  e.type = t->elemType == ElemType::I32 ? ScalarType::Int : ScalarType::Float;
   if (e.args.size() != t->rank()) {
     diags_.error(e.loc, "wrong number of indices: '" + e.name + "' has rank " +
                             std::to_string(t->rank()) + " but is indexed with " +
@@ -404,7 +405,9 @@ void KernelSema::checkCall(Expr &e) {
     e.type = ScalarType::Unknown;
     return;
   }
-  if (e.name == "min" || e.name == "max")
+  if (e.name == "f32")
+    e.type = ScalarType::Float; // an int converted; a float unchanged
+  else if (e.name == "min" || e.name == "max")
     e.type = promote(e.args[0]->type, e.args[1]->type);
   else if (e.name == "abs" || e.name == "relu")
     e.type = e.args[0]->type;
@@ -442,7 +445,31 @@ void KernelSema::checkBinary(Expr &e) {
     e.type = ScalarType::Unknown;
     return;
   }
+  // bf16 and f16 operands of one operation: both widen to f32 exactly, but a contraction over
+  // them cannot run on a dot-product instruction (those take one storage type), and PyTorch
+  // refuses such a matmul; the user says which precision is meant.
+  const TensorDecl *ta = storageRead(*e.args[0]), *tb = storageRead(*e.args[1]);
+  if (ta && tb && ta->elemType != tb->elemType) {
+    diags_.error(e.loc, std::string("type mismatch: '") + op + "' combines " + ta->name + " (" +
+                            elemTypeName(ta->elemType) + ") and " + tb->name + " (" +
+                            elemTypeName(tb->elemType) + "); convert one explicitly, as in " +
+                            elemTypeName(ta->elemType) + "(" + tb->name + "(...)) or f32(" +
+                            tb->name + "(...))");
+    e.type = ScalarType::Unknown;
+    return;
+  }
   e.type = promote(a, b);
+}
+
+// The bf16/f16 tensor `e` reads (through unary minus), or null: where two storage types meet.
+const TensorDecl *KernelSema::storageRead(const Expr &e) {
+  const Expr *x = &e;
+  while (x->kind == ExprKind::Unary && x->args.size() == 1)
+    x = x->args[0].get();
+  if (x->kind != ExprKind::Read || !x->tensor)
+    return nullptr;
+  DType t = x->tensor->elemType;
+  return t == DType::BF16 || t == DType::F16 ? x->tensor : nullptr;
 }
 
 // What the expansion stage deferred for a step, reported now; whether it holds an error.

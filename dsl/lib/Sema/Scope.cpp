@@ -32,6 +32,12 @@ const Builtin kBuiltins[] = {
     {"relu", 1},
     // The length of a constant list, an integer constant (Check.cpp folds it).
     {"len", 1},
+    // Conversions (docs/language.md §3): f32(x) converts an int; bf16(x) and f16(x) round a
+    // float to that type's precision (nearest, ties to even) and go on in f32, as PyTorch's
+    // intermediate results in those types are rounded.
+    {"f32", 1},
+    {"bf16", 1},
+    {"f16", 1},
 };
 } // namespace
 
@@ -43,7 +49,8 @@ const Builtin *findBuiltin(const std::string &n) {
 }
 
 bool isReservedKeyword(const std::string &n) {
-  return n == "sum" || n == "mean" || n == "softmax" || n == "f32" || n == "i32";
+  return n == "sum" || n == "mean" || n == "softmax" || n == "f32" || n == "i32" || n == "bf16" ||
+         n == "f16";
 }
 
 bool isReductionName(const std::string &n) {

@@ -216,6 +216,7 @@ private:
   void checkLen(Expr &e);
   void checkCall(Expr &e);
   void checkBinary(Expr &e);
+  static const TensorDecl *storageRead(const Expr &e);
   void checkFunctionCall(Expr &e, PendingExpansion &x);
 
   // Expand.cpp: a call of a function replaced by its body, in steps that know no types: the

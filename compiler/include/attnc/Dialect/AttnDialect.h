@@ -45,4 +45,9 @@ bool sameExtent(mlir::Value a, mlir::Value b);
 mlir::Type elementType(mlir::MLIRContext *ctx, attnc::DType dtype);
 bool dtypeOf(mlir::Type t, attnc::DType *out);
 
+// The type a value of element type `storage` is computed in: f32 for the storage types bf16 and
+// f16 (attn.read widens them; an output of such a type is rounded where it is stored), else
+// `storage` itself.
+mlir::Type computeType(mlir::Type storage);
+
 } // namespace attnc::attn

@@ -12,6 +12,9 @@ include "mlir/Interfaces/ControlFlowInterfaces.td"
 
 def Attn_ElemType : AnyTypeOf<[F32, I32]>;
 def Attn_Tensor : RankedTensorOf<[F32, I32]>;
+// A kernel input: definitions compute in f32/i32, inputs may also be stored as bf16 or f16, which
+// attn.read widens to f32.
+def Attn_ParamTensor : RankedTensorOf<[F32, I32, BF16, F16]>;
 
 //===----------------------------------------------------------------------===//
 // attn.kernel
@@ -66,23 +69,24 @@ def Attn_ReturnOp : Attn_Op<"return", [Pure, Terminator, HasParent<"KernelOp">, 
 def Attn_DimOp : Attn_Op<"dim", [Pure,
     DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
   let summary = "A symbolic size: the extent of one dimension of a kernel input.";
-  let arguments = (ins Attn_Tensor:$tensor, I64Attr:$index, StrAttr:$size);
+  let arguments = (ins Attn_ParamTensor:$tensor, I64Attr:$index, StrAttr:$size);
   let results = (outs Index:$result);
   let assemblyFormat = "$tensor `[` $index `]` `as` $size attr-dict `:` type($tensor)";
   let hasVerifier = 1;
 }
 
 def Attn_ReadOp : Attn_Op<"read", [Pure,
-    TypesMatchWith<"result is the tensor's element type", "tensor", "result",
-                   "::llvm::cast<::mlir::TensorType>($_self).getElementType()">]> {
+    TypesMatchWith<"result is the tensor's element type, bf16/f16 widened to f32", "tensor", "result",
+                   "::attnc::attn::computeType(::llvm::cast<::mlir::TensorType>($_self).getElementType())">]> {
   let summary = "Reads one element of a tensor at integer indices.";
   let description = [{
     `boundary` says what an out-of-range index means: "none" (the caller guarantees it is in range;
     Halide's bounds checks catch violations at run time), "zero" (reads 0) or "clamp" (reads the
     nearest element, each index clamped to its dimension). The DSL's `.exclude` is a "zero" read
-    whose in-range condition joins the enclosing softmax's mask.
+    whose in-range condition joins the enclosing softmax's mask. A bf16 or f16 input reads as its
+    value in f32 (exact: every bf16 and f16 is an f32), so every definition computes in f32.
   }];
-  let arguments = (ins Attn_Tensor:$tensor, Variadic<Index>:$indices,
+  let arguments = (ins Attn_ParamTensor:$tensor, Variadic<Index>:$indices,
                        DefaultValuedStrAttr<StrAttr, "none">:$boundary);
   let results = (outs Attn_ElemType:$result);
   let assemblyFormat = "$tensor `[` $indices `]` attr-dict `:` type($tensor)";
