@@ -1065,7 +1065,7 @@ private:
   void runSoftmax(const Definition &def, const std::vector<Dim> &dims, double *out, size_t count,
                   std::vector<uint8_t> *masked) {
     const Expr &sm = *def.rhs;
-    if (def.tensor->elemType != ElemType::F32)
+    if (def.tensor->elemType == ElemType::I32)
       internal("softmax into an i32 tensor");
     std::vector<Dim> rows, axes;
     for (size_t i = 0; i < def.indices.size(); ++i) {

@@ -152,22 +152,24 @@ bool analyze(Module &m, DiagEngine &diags, const SemaOptions &opts) {
   // `-D f32=bf16` (or f16): every f32 input and output is stored in that type, the way a model
   // runs after `.to(torch.bfloat16)`; definitions still compute in f32 (docs/language.md §3).
   // One file then serves every storage type.
+  // The last -D for it wins, as for constants.
+  DType storage = DType::F32;
   for (const auto &[name, value] : opts.defines) {
     if (name != "f32")
       continue;
     DType t;
-    if (value == "f32")
-      continue;
-    if (!parse_dtype(value, &t) || (t != DType::BF16 && t != DType::F16)) {
+    if (!parse_dtype(value, &t) || (t != DType::F32 && t != DType::BF16 && t != DType::F16)) {
       diags.error(Loc{}, "-D f32=" + value + ": f32 tensors can be stored as bf16 or f16 only");
       continue;
     }
+    storage = t;
+  }
+  if (storage != DType::F32)
     for (auto &k : m.kernels)
       for (auto *list : {&k->inputs, &k->outputs})
         for (auto &tensor : *list)
           if (tensor->elemType == DType::F32)
-            tensor->elemType = t;
-  }
+            tensor->elemType = storage;
   sema::FunctionTable functions = sema::analyzeFunctions(m, diags);
   std::set<std::string> names;
   for (auto &k : m.kernels) {

@@ -747,9 +747,16 @@ NamedTensor find_tensor(const KernelDesc &k, const std::string &name) {
   for (int i = 0; i < k.num_inputs && k.inputs; ++i)
     if (k.inputs[i].name && name == k.inputs[i].name)
       return {"input", &k.inputs[i]};
-  for (int i = 0; i < k.num_outputs && k.outputs; ++i)
-    if (k.outputs[i].name && name == k.outputs[i].name)
+  for (int i = 0; i < k.num_outputs && k.outputs; ++i) {
+    if (!k.outputs[i].name)
+      continue;
+    // A bf16/f16 output's buffer is named after the Func that rounds into it, `o__bf16`.
+    const std::string o = k.outputs[i].name;
+    DType stored;
+    if (name == o || (name.size() > o.size() + 2 && name.compare(0, o.size() + 2, o + "__") == 0 &&
+                      parse_dtype(name.substr(o.size() + 2), &stored)))
       return {"output", &k.outputs[i]};
+  }
   return {};
 }
 

@@ -567,8 +567,12 @@ Shapes shapesOf(const LoweredKernel &k, const std::map<std::string, int64_t> &si
   };
   for (const KernelParam &p : k.inputs)
     add(p.param.name(), p.type);
-  for (size_t i = 0; i < k.outputNames.size(); ++i)
+  for (size_t i = 0; i < k.outputNames.size(); ++i) {
     add(k.outputNames[i], k.outputTypes[i]);
+    // A bf16/f16 output's buffer belongs to its rounding Func (`o__bf16`), the same shape.
+    if (i < k.stores.size() && k.stores[i].defined())
+      add(k.stores[i].name(), k.outputTypes[i]);
+  }
   return shapes;
 }
 

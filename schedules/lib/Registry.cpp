@@ -66,28 +66,46 @@ static void schedulePredicateInputs(LoweredKernel &k) {
       k.funcs[i].func.compute_root();
 }
 
-// A bf16/f16 output's rounding Func (LoweredKernel::stores) reads its f32 definition, which the
-// rule scheduled at root, once per element: a memory-bound pass over the output, a small part of
-// any attention kernel. CPU: rows in parallel, 16 lanes (one AVX-512 f32 vector, two AVX2 ones);
-// GPU: 32 x 8 threads, or 256 for a vector. Guarded tails: outputs may be smaller than a tile.
+// A bf16/f16 output's rounding Func (LoweredKernel::stores) reads its f32 definition once per
+// element: the definition is computed at root as the rule scheduled it (as an output it would
+// have been), and the conversion is a memory-bound pass over the output, a small part of any
+// attention kernel. CPU: 16 lanes (one AVX-512 f32 vector, two AVX2 ones), every outer dimension
+// fused into one parallel loop (B = 1 still uses every core); GPU: 32 x 8 threads per block, the
+// outer dimensions fused into the blocks' z. Guarded tails: outputs may be smaller than a tile.
 static void scheduleStores(LoweredKernel &k, bool gpu) {
-  for (Halide::Func &st : k.stores) {
+  for (size_t i = 0; i < k.stores.size(); ++i) {
+    Halide::Func &st = k.stores[i];
     if (!st.defined())
       continue;
+    k.find(k.outputNames[i])->func.compute_root();
     std::vector<Halide::Var> v = st.args(); // innermost first
     const auto guard = Halide::TailStrategy::GuardWithIf;
+    Halide::Var outer = v.size() > 2 ? v[2] : Halide::Var();
+    for (size_t d = 3; d < v.size(); ++d) {
+      Halide::Var f(st.name() + "_fused" + std::to_string(d));
+      st.fuse(outer, v[d], f);
+      outer = f;
+    }
     if (gpu) {
       Halide::Var bx, by, tx, ty;
       if (v.size() >= 2)
         st.gpu_tile(v[0], v[1], bx, by, tx, ty, 32, 8, guard);
       else if (v.size() == 1)
         st.gpu_tile(v[0], bx, tx, 256, guard);
+      if (v.size() > 2)
+        st.gpu_blocks(outer);
       continue;
     }
     if (v.empty())
       continue;
-    if (v.size() >= 2)
-      st.parallel(v.back());
+    if (v.size() >= 2) {
+      Halide::Var rows(st.name() + "_rows");
+      if (v.size() > 2)
+        st.fuse(v[1], outer, rows);
+      else
+        rows = v[1];
+      st.parallel(rows);
+    }
     st.vectorize(v[0], 16, guard);
   }
 }
@@ -335,6 +353,9 @@ std::string Selection::apply(LoweredKernel &k, const ScheduleParams &params) con
     if (!params.empty())
       throw std::runtime_error("schedule parameters (" + params.str() +
                                ") need a schedule, not 'none'");
+    for (size_t i = 0; i < k.stores.size(); ++i) // an output's updates cannot be inlined
+      if (k.stores[i].defined())
+        k.find(k.outputNames[i])->func.compute_root();
     schedulePredicateInputs(k);
     return "none";
   }

@@ -119,6 +119,16 @@ TEST(TuningDbCombine, RefusesShardsMeasuredUnderOtherConditions) {
   }
 }
 
+// A kernel built with -D f32=bf16 (or f16) is another kernel: tuned under its own key.
+TEST(TuningDbVariantKey, NamesTheStorageType) {
+  EXPECT_EQ(tuningVariantKey("dir/sdpa.attn", "sdpa"), "sdpa.attn:sdpa");
+  EXPECT_EQ(tuningVariantKey("sdpa.attn", "sdpa", {{"w", "3"}, {"f32", "bf16"}}),
+            "sdpa.attn:sdpa@bf16");
+  EXPECT_EQ(tuningVariantKey("sdpa.attn", "sdpa", {{"f32", "bf16"}, {"f32", "f16"}}),
+            "sdpa.attn:sdpa@f16"); // the last -D wins, as in Sema
+  EXPECT_EQ(tuningVariantKey("sdpa.attn", "sdpa", {{"f32", "f32"}}), "sdpa.attn:sdpa");
+}
+
 TEST(TuningDbConfigKey, RoundTrips) {
   int tile = -1;
   std::map<std::string, int> params;

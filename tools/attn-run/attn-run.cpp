@@ -204,6 +204,16 @@ Halide::Buffer<> wrap(attnc::TensorView &t) {
   return Halide::Buffer<>(ty, t.data, t.rank, dims.data());
 }
 
+// Two-byte values of unstated format ('<V2', '<u2': bf16 as numpy writes it) where the kernel
+// declares a four-byte type: said as what the file holds, not as the bf16 they were read as.
+std::string raw16Mismatch(const attnc::NpyArray &a, attnc::DType declared) {
+  if (!a.raw16 || attnc::dtype_size(declared) == 2)
+    return "";
+  return std::string("the file holds two-byte values (numpy '<V2' or '<u2', as bf16 is saved), "
+                     "but the kernel declares ") +
+         attnc::dtype_name(declared);
+}
+
 // Checks the --input/--output names against the kernel's and fills name -> path maps; returns an
 // error message, or "" when they are fine.
 std::string matchPaths(const std::string &kernel, const std::vector<std::string> &inNames,
@@ -287,15 +297,18 @@ int runReference(const attnc::dsl::Module &m, const std::string &kernelName, con
     if (!st.ok())
       return fail("input '" + n + "': " + st.message());
     const attnc::DType declared = k->inputs[inputs.size()]->elemType;
+    if (std::string why = raw16Mismatch(a, declared); !why.empty())
+      return fail("input '" + n + "': " + why);
     attnc::retype_raw16(a, declared);
     attnc::dsl::RefTensor t;
     t.shape = a.shape;
     t.isInt = a.dtype == attnc::DType::I32;
-    // f32 against i32 is the interpreter's to report; a two-byte type must match exactly.
+    // f32 against i32 is the interpreter's to report; a two-byte type must match exactly, as
+    // the runtime says it for compiled kernels.
     if (a.dtype != declared &&
         (attnc::dtype_size(a.dtype) == 2 || attnc::dtype_size(declared) == 2))
-      return fail("input '" + n + "' is " + attnc::dtype_name(a.dtype) + ", but kernel '" +
-                  k->name + "' declares " + attnc::dtype_name(declared));
+      return fail(k->name + ": input '" + n + "' has dtype " + attnc::dtype_name(a.dtype) +
+                  ", expected " + attnc::dtype_name(declared));
     const size_t width = attnc::dtype_size(a.dtype);
     size_t count = a.data.size() / width;
     // The interpreter holds every value as a double.
@@ -600,6 +613,8 @@ int runCompiled(attnc::Compilation &comp, const Assignments &ins, const Assignme
     attnc::Status st = attnc::read_npy(inPaths[inNames[i]], &arrays[i]);
     if (!st.ok())
       return fail("input '" + inNames[i] + "': " + st.message());
+    if (std::string why = raw16Mismatch(arrays[i], kernel.getInputType(i).dtype); !why.empty())
+      return fail("input '" + inNames[i] + "': " + why);
     attnc::retype_raw16(arrays[i], kernel.getInputType(i).dtype);
     std::vector<attnc::Dim> dims = kernel.getInputType(i).dims;
     for (size_t d = 0; d < dims.size() && d < arrays[i].shape.size(); ++d)

@@ -16,6 +16,7 @@
 #include "attnc/Compilation.h"
 #include "attnc/Schedule.h"
 #include "attnc/TuningDb.h"
+#include "attnc/float16.h"
 #include "attnc/npy.h"
 #include "attnc/output.h"
 #include "attnc/runtime.h"
@@ -323,15 +324,23 @@ public:
       std::vector<int> hshape(shape.rbegin(), shape.rend());
       auto g = given.find(in.name);
       if (in.type.is_float()) {
-        H::Buffer<float> b(hshape);
+        const attnc::DType dt = in.type.dtype;
+        H::Buffer<> b(attnc::halideType(dt), hshape);
         if (g != given.end()) {
-          if (g->second.dtype != attnc::DType::F32)
-            return *err = "-i " + in.name + ": the kernel wants float32", false;
+          attnc::retype_raw16(g->second, dt);
+          if (g->second.dtype != dt)
+            return *err = "-i " + in.name + ": the kernel wants " + attnc::dtype_name(dt) +
+                          ", the file holds " + attnc::dtype_name(g->second.dtype),
+                   false;
           if (g->second.data.size() != b.size_in_bytes())
             return *err = "-i " + in.name + ": its size does not match the kernel's", false;
           std::memcpy(b.data(), g->second.data.data(), g->second.data.size());
-        } else {
-          b.for_each_value([&](float &x) { x = normal(rng); });
+        } else if (dt == attnc::DType::F32) {
+          H::Buffer<float>(b).for_each_value([&](float &x) { x = normal(rng); });
+        } else { // bf16/f16: the bits of normal values rounded to the type
+          uint16_t *bits = static_cast<uint16_t *>(b.data());
+          for (size_t e = 0; e < b.number_of_elements(); ++e)
+            bits[e] = attnc::float_to_half_bits(normal(rng), dt);
         }
         inputs.push_back(b);
       } else {
@@ -377,10 +386,7 @@ public:
                         std::to_string(v) + ", more than 2147483647",
                  false;
       std::vector<int> hshape(shape.rbegin(), shape.rend());
-      if (lk.outputTypes[i].is_float())
-        outputs.push_back(H::Buffer<float>(hshape));
-      else
-        outputs.push_back(H::Buffer<int32_t>(hshape));
+      outputs.push_back(H::Buffer<>(attnc::halideType(lk.outputTypes[i].dtype), hshape));
     }
     return true;
   }
@@ -413,21 +419,36 @@ public:
     return ts[ts.size() / 2];
   }
 
-  // Largest |a - b| over float outputs, relative to the largest |b|.
-  static double relDiff(const std::vector<std::vector<char>> &a,
-                        const std::vector<std::vector<char>> &b) {
+  // Largest |a - b| over the float outputs (bf16/f16 widened), relative to the largest |b|.
+  double relDiff(const std::vector<std::vector<char>> &a,
+                 const std::vector<std::vector<char>> &b) const {
     double diff = 0, scale = 1e-30;
-    for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-      size_t n = std::min(a[i].size(), b[i].size()) / 4;
-      const float *x = (const float *)a[i].data();
-      const float *y = (const float *)b[i].data();
-      for (size_t k = 0; k < n; ++k) {
-        if (std::isnan(x[k]) != std::isnan(y[k]))
+    for (size_t i = 0; i < a.size() && i < b.size() && i < outputs.size(); ++i) {
+      const H::Type t = outputs[i].type();
+      if (!t.is_float()) { // integers must agree exactly
+        if (a[i] != b[i])
           return INFINITY;
-        if (std::isnan(x[k]))
+        continue;
+      }
+      const size_t width = t.bytes(), n = std::min(a[i].size(), b[i].size()) / width;
+      auto at = [&](const std::vector<char> &v, size_t k) -> double {
+        if (width == 4) {
+          float f;
+          std::memcpy(&f, v.data() + 4 * k, 4);
+          return f;
+        }
+        uint16_t h;
+        std::memcpy(&h, v.data() + 2 * k, 2);
+        return attnc::half_bits_to_float(h, t.is_bfloat() ? attnc::DType::BF16 : attnc::DType::F16);
+      };
+      for (size_t k = 0; k < n; ++k) {
+        const double x = at(a[i], k), y = at(b[i], k);
+        if (std::isnan(x) != std::isnan(y))
+          return INFINITY;
+        if (std::isnan(x))
           continue;
-        diff = std::max(diff, (double)std::fabs(x[k] - y[k]));
-        scale = std::max(scale, (double)std::fabs(y[k]));
+        diff = std::max(diff, std::fabs(x - y));
+        scale = std::max(scale, std::fabs(y));
       }
     }
     return diff / scale;
@@ -511,7 +532,8 @@ int tuneOffline(Tuner &tu, const std::string &input, const std::string &dbPath, 
         attnc::selectSchedule(probe, tu.target, "auto", &tu.sizes); // the rule attnc picks
     const attnc::ScheduleRule *rule = selection.rule;
     std::vector<attnc::Knob> knobs = selection.knobs(probe);
-    const std::string variant = attnc::tuningVariantKey(input, tu.kernelName);
+    const std::string variant =
+        attnc::tuningVariantKey(input, tu.kernelName, tu.comp->options().frontEnd.sema.defines);
     const std::string targetKey = attnc::tuningTargetKey(tu.target);
     const std::string bucket = attnc::bucketOf(tu.sizes);
     attnc::TuningEntry *entry = &db.upsert(variant, targetKey, bucket);
@@ -805,7 +827,7 @@ private:
     knobs = selection.knobs(probe);
     online = !probe.onlineGroups.empty();
 
-    variant = attnc::tuningVariantKey(rq.input, rq.kernelName);
+    variant = attnc::tuningVariantKey(rq.input, rq.kernelName, rq.feOpts.sema.defines);
     const std::string targetKey = attnc::tuningTargetKey(tu.target);
     bucket = attnc::bucketOf(tu.sizes);
     entry = &db.upsert(variant, targetKey, bucket);
@@ -867,7 +889,7 @@ private:
       if (reference.empty()) {
         reference = out;
       } else {
-        double d = Tuner::relDiff(out, reference);
+        double d = tu.relDiff(out, reference);
         if (!(d <= 1e-3)) {
           why = "its results differ from the default schedule's (relative " + std::to_string(d) +
                 "): rejected";
@@ -1109,7 +1131,7 @@ private:
         p.compile_jit(tu.target);
         std::vector<std::vector<char>> out;
         ms = tu.run(lk, p, &out);
-        double d = Tuner::relDiff(out, reference);
+        double d = tu.relDiff(out, reference);
         if (!(d <= 1e-3))
           why = "results differ from attnc's (relative " + std::to_string(d) + ")", ms = -1;
       } catch (const H::Error &e) {

@@ -168,7 +168,8 @@ struct LoweredKernel {
   std::vector<std::string> outputNames;
   std::vector<TensorType> outputTypes; // same order as outputNames
   // Same order: for a bf16/f16 output, the Func that rounds its f32 definition into the output
-  // buffer (the pipeline's output, named `<o>__bf16`); undefined for f32/i32 outputs.
+  // buffer (the pipeline's output, named `<o>__bf16` or `<o>__f16`); undefined for f32/i32
+  // outputs.
   std::vector<Halide::Func> stores;
   std::vector<LoweredFunc> funcs; // producers before consumers
   // Conditions on the sizes (attn.require), checked before anything is computed.

@@ -91,8 +91,11 @@ std::string tuningMachineName();
 // attnc's release (CMakeLists.txt's project version), recorded in every entry.
 const char *attncVersion();
 
-// An entry's variant key: "<file name of source>:<kernel>".
-std::string tuningVariantKey(const std::string &source, const std::string &kernel);
+// An entry's variant key: "<file name of source>:<kernel>", with "@bf16" or "@f16" where
+// `defines` (-D, last one wins) store the kernel's f32 tensors in that type: another kernel,
+// tuned apart from the f32 one.
+std::string tuningVariantKey(const std::string &source, const std::string &kernel,
+                             const std::vector<std::pair<std::string, std::string>> &defines = {});
 
 // The database attnc uses for `source` when none is named: attnc-tuning.json beside it.
 std::string defaultTuningDbPath(const std::string &source);

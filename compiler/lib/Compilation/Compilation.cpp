@@ -288,7 +288,8 @@ bool Compilation::findTuning(const std::string &dbOption, TunedSchedule *out) {
   std::string ignored;
   if (kname.empty() || !parseTarget(opts_.target, &t, &ignored))
     return true;
-  const std::string variant = tuningVariantKey(opts_.path, kname), target = tuningTargetKey(t);
+  const std::string variant = tuningVariantKey(opts_.path, kname, opts_.frontEnd.sema.defines),
+                    target = tuningTargetKey(t);
   if (!opts_.passes.estimates.empty()) {
     out->entry = db_.find(variant, target, bucketOf(opts_.passes.estimates));
   } else {

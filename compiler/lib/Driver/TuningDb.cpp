@@ -99,8 +99,14 @@ std::string tuningMachineName() {
 
 const char *attncVersion() { return ATTNC_VERSION; }
 
-std::string tuningVariantKey(const std::string &source, const std::string &kernel) {
-  return source.substr(source.find_last_of('/') + 1) + ":" + kernel;
+std::string tuningVariantKey(const std::string &source, const std::string &kernel,
+                             const std::vector<std::pair<std::string, std::string>> &defines) {
+  std::string storage = "f32";
+  for (const auto &[name, value] : defines)
+    if (name == "f32")
+      storage = value;
+  return source.substr(source.find_last_of('/') + 1) + ":" + kernel +
+         (storage == "f32" ? "" : "@" + storage);
 }
 
 std::string defaultTuningDbPath(const std::string &source) {

@@ -190,16 +190,15 @@ LoweredKernel Lowerer::run(attn::KernelOp kernel) {
         out_.outputNames.push_back(f->name);
         out_.outputTypes.push_back(kernel.getOutputType(i));
         const std::vector<attnc::Dim> &dims = out_.outputTypes.back().dims;
-        // A bf16/f16 output: the definition computes in f32 at root, and a Func of the storage
-        // type rounds it (to nearest even) into the output buffer. Rules schedule the
-        // definition as they would an f32 output; the conversion is scheduled with them
-        // (scheduleStores).
+        // A bf16/f16 output: the definition computes in f32, and a Func of the storage type
+        // rounds it (to nearest even) into the output buffer. Rules schedule the definition as
+        // they would an f32 output; scheduleStores then computes it at root and schedules the
+        // conversion (an autoscheduler schedules both itself).
         H::Func store;
         if (DType st = out_.outputTypes.back().dtype; st == DType::BF16 || st == DType::F16) {
           store = H::Func(f->name + "__" + dtype_name(st));
           std::vector<H::Var> vars = f->func.args();
           store(vars) = narrowStorage(f->func(vars), st);
-          f->func.compute_root();
         }
         out_.stores.push_back(store);
         // The runtime checks every output's shape against the sizes bound from the inputs;

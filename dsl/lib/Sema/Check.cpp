@@ -445,9 +445,10 @@ void KernelSema::checkBinary(Expr &e) {
     e.type = ScalarType::Unknown;
     return;
   }
-  // bf16 and f16 operands of one operation: both widen to f32 exactly, but a contraction over
+  // bf16 and f16 values in one operation: both widen to f32 exactly, but a contraction over
   // them cannot run on a dot-product instruction (those take one storage type), and PyTorch
-  // refuses such a matmul; the user says which precision is meant.
+  // refuses such a matmul; the user says which precision is meant. `w(d) * q(i, d) * k(j, d)`
+  // and `(2 * q(i, d)) * k(j, d)` mix them as well.
   const TensorDecl *ta = storageRead(*e.args[0]), *tb = storageRead(*e.args[1]);
   if (ta && tb && ta->elemType != tb->elemType) {
     diags_.error(e.loc, std::string("type mismatch: '") + op + "' combines " + ta->name + " (" +
@@ -458,14 +459,19 @@ void KernelSema::checkBinary(Expr &e) {
     e.type = ScalarType::Unknown;
     return;
   }
+  if (ta || tb)
+    storageOf_[&e] = ta ? ta : tb;
   e.type = promote(a, b);
 }
 
-// The bf16/f16 tensor `e` reads (through unary minus), or null: where two storage types meet.
-const TensorDecl *KernelSema::storageRead(const Expr &e) {
+const TensorDecl *KernelSema::storageRead(const Expr &e) const {
   const Expr *x = &e;
   while (x->kind == ExprKind::Unary && x->args.size() == 1)
     x = x->args[0].get();
+  if (x->kind == ExprKind::Binary) {
+    auto it = storageOf_.find(x);
+    return it == storageOf_.end() ? nullptr : it->second;
+  }
   if (x->kind != ExprKind::Read || !x->tensor)
     return nullptr;
   DType t = x->tensor->elemType;

@@ -216,7 +216,11 @@ private:
   void checkLen(Expr &e);
   void checkCall(Expr &e);
   void checkBinary(Expr &e);
-  static const TensorDecl *storageRead(const Expr &e);
+  // The bf16/f16 tensor whose values an arithmetic expression carries (a read of it, through
+  // unary minus, products, quotients, sums with f32 values; an explicit conversion ends it), or
+  // null; set for each Binary as it is checked.
+  const TensorDecl *storageRead(const Expr &e) const;
+  std::map<const Expr *, const TensorDecl *> storageOf_;
   void checkFunctionCall(Expr &e, PendingExpansion &x);
 
   // Expand.cpp: a call of a function replaced by its body, in steps that know no types: the

@@ -28,8 +28,16 @@ attn.kernel @k(%x: tensor<?xf32> {attn.dims = ["N"], attn.name = "x"}) -> (tenso
 
 // -----
 
-// expected-error @+1 {{'attn.kernel' op input 'x' has element type 'f16', which is no kernel tensor type}}
+// expected-error @+1 {{'attn.kernel' op input 'x' has element type 'f64', which is no kernel tensor type}}
+attn.kernel @k(%x: tensor<?xf64> {attn.dims = #attn.dims<N>, attn.name = "x"}) -> (tensor<?xf64> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
+  attn.return %x : tensor<?xf64>
+}
+
+// -----
+
+// An f16 output is an f32 definition rounded where it is stored: the kernel returns f32 values.
 attn.kernel @k(%x: tensor<?xf16> {attn.dims = #attn.dims<N>, attn.name = "x"}) -> (tensor<?xf16> {attn.dims = #attn.dims<N>, attn.name = "o"}) {
+  // expected-error @+1 {{'attn.return' op returns types that do not match the kernel's results}}
   attn.return %x : tensor<?xf16>
 }
 
