@@ -394,6 +394,25 @@ kernel stats(a: f32[], b: f32[N]) -> (o: f32[N], m: f32[], z: i32[N]) {
             attnc.compile(os.path.join(root, "mhsa.attn"))
         self.assertIn("mhsa", str(cm.exception))
 
+    def test_bf16_and_f16(self):
+        # -D f32=bf16 / f16: torch.bfloat16 / float16 tensors in and out, computed in f32 and
+        # rounded once, so within half a unit in the last place of the exact result (plus f32's
+        # own error), where PyTorch's SDPA in the same dtype rounds its intermediate tensors.
+        root = os.path.join(os.path.dirname(__file__), "..", "..", "dsl", "variants")
+        for dtype, name, digits in [(torch.bfloat16, "bf16", 8), (torch.float16, "f16", 11)]:
+            with self.subTest(name):
+                k = attnc.compile(os.path.join(root, "sdpa.attn"), defines={"f32": name})
+                q, kk, v = (torch.randn(2, 3, 37, 16).to(dtype) for _ in range(3))
+                o = k(q, kk, v)
+                self.assertEqual(o.dtype, dtype)
+                exact = F.scaled_dot_product_attention(q.double(), kk.double(), v.double())
+                ulp = torch.exp2(torch.floor(torch.log2(exact.abs().clamp_min(1e-30))) - (digits - 1))
+                err = ((o.double() - exact).abs() / (0.5 * ulp + 1e-6)).max().item()
+                self.assertLessEqual(err, 1.0)
+                with self.assertRaises(Exception) as cm:
+                    k(q.float(), kk, v)
+                self.assertIn(f"expected {name}", str(cm.exception))
+
     def test_tune(self):
         src = os.path.join(self.cache.name, "scaled_sum.attn")
         with open(src, "w") as f:
