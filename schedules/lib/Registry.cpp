@@ -72,12 +72,19 @@ static void schedulePredicateInputs(LoweredKernel &k) {
 // attention kernel. CPU: 16 lanes (one AVX-512 f32 vector, two AVX2 ones), every outer dimension
 // fused into one parallel loop (B = 1 still uses every core); GPU: 32 x 8 threads per block, the
 // outer dimensions fused into the blocks' z. Guarded tails: outputs may be smaller than a tile.
+// The f32 definitions of bf16/f16 outputs at root: a definition with updates cannot be inlined
+// into the Func that rounds it.
+static void rootStoredOutputs(LoweredKernel &k) {
+  for (size_t i = 0; i < k.stores.size(); ++i)
+    if (k.stores[i].defined())
+      k.find(k.outputNames[i])->func.compute_root();
+}
+
 static void scheduleStores(LoweredKernel &k, bool gpu) {
-  for (size_t i = 0; i < k.stores.size(); ++i) {
-    Halide::Func &st = k.stores[i];
+  rootStoredOutputs(k);
+  for (Halide::Func &st : k.stores) {
     if (!st.defined())
       continue;
-    k.find(k.outputNames[i])->func.compute_root();
     std::vector<Halide::Var> v = st.args(); // innermost first
     const auto guard = Halide::TailStrategy::GuardWithIf;
     Halide::Var outer = v.size() > 2 ? v[2] : Halide::Var();
@@ -353,9 +360,7 @@ std::string Selection::apply(LoweredKernel &k, const ScheduleParams &params) con
     if (!params.empty())
       throw std::runtime_error("schedule parameters (" + params.str() +
                                ") need a schedule, not 'none'");
-    for (size_t i = 0; i < k.stores.size(); ++i) // an output's updates cannot be inlined
-      if (k.stores[i].defined())
-        k.find(k.outputNames[i])->func.compute_root();
+    rootStoredOutputs(k);
     schedulePredicateInputs(k);
     return "none";
   }

@@ -186,22 +186,7 @@ Halide::Buffer<> wrap(attnc::TensorView &t) {
     int c = t.rank - 1 - d;
     dims[d] = halide_dimension_t(0, (int32_t)t.shape[c], (int32_t)t.strides[c]);
   }
-  halide_type_t ty;
-  switch (t.dtype) {
-  case attnc::DType::F32:
-    ty = halide_type_t(halide_type_float, 32);
-    break;
-  case attnc::DType::I32:
-    ty = halide_type_t(halide_type_int, 32);
-    break;
-  case attnc::DType::BF16:
-    ty = halide_type_t(halide_type_bfloat, 16);
-    break;
-  case attnc::DType::F16:
-    ty = halide_type_t(halide_type_float, 16);
-    break;
-  }
-  return Halide::Buffer<>(ty, t.data, t.rank, dims.data());
+  return Halide::Buffer<>(attnc::halideType(t.dtype), t.data, t.rank, dims.data());
 }
 
 // Two-byte values of unstated format ('<V2', '<u2': bf16 as numpy writes it) where the kernel
