@@ -240,6 +240,7 @@ def compile(
     sizes: Optional[Mapping[str, int]] = None,
     include: Sequence[Union[str, os.PathLike]] = (),
     cache: bool = True,
+    schedule_params: Optional[Mapping[str, int]] = None,
 ) -> Kernel:
     """Compiles one kernel of an attnc source (a path, or the source text itself) for `target`
     and returns it as a callable operator.
@@ -247,7 +248,9 @@ def compile(
     The module is cached under ATTNC_CACHE_DIR (default ~/.cache/attnc), keyed by the source, the
     files it imports, the options, the target and the attnc and PyTorch builds; a later call, in
     this process or another, loads it without compiling. `defines` are the -D overrides, `sizes`
-    the typical sizes the cost-model passes use (--sizes), `include` the -I directories."""
+    the typical sizes the cost-model passes use (--sizes), `include` the -I directories,
+    `schedule_params` knob values for the schedule rule (--schedule-params, as attn-tune's
+    database records them, e.g. {"online.bf16_dot": 0})."""
     cfg = config()
     src = os.fspath(source_or_path)
     path: Optional[str] = None
@@ -268,6 +271,7 @@ def compile(
             for k, v in (defines or {}).items()
         ),
         "sizes": sorted(f"{k}={v}" for k, v in (sizes or {}).items()),
+        "schedule_params": sorted(f"{k}={v}" for k, v in (schedule_params or {}).items()),
         "include": [os.path.abspath(i) for i in include],
         "path": path,
     }
@@ -323,6 +327,8 @@ def compile(
             cmd += ["-D", d]
         if opts["sizes"]:
             cmd.append("--sizes=" + ",".join(opts["sizes"]))
+        if opts["schedule_params"]:
+            cmd.append("--schedule-params=" + ",".join(opts["schedule_params"]))
         for i in opts["include"]:
             cmd += ["-I", i]
         if fn not in _by_op:

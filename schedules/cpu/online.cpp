@@ -64,6 +64,100 @@ bool readsAtKey(const std::vector<H::Expr> &values, const std::set<std::string> 
   return calls.plain;
 }
 
+// The bf16 tensor read that `e` widens to f32, or null: HalideGen's widening
+// (reinterpret<f32>(u32(reinterpret<u16>(x)) << 16)) or a cast.
+const H::Internal::Call *bf16Read(const H::Expr &e) {
+  namespace I = H::Internal;
+  H::Expr x;
+  if (const auto *c = e.as<I::Cast>(); c && c->type == H::Float(32))
+    x = c->value;
+  else if (const auto *r = e.as<I::Reinterpret>(); r && r->type == H::Float(32))
+    if (const auto *sh = I::Call::as_intrinsic(r->value, {I::Call::shift_left}))
+      if (const auto *u = sh->args[0].as<I::Cast>(); u && u->type == H::UInt(32))
+        if (const auto *r2 = u->value.as<I::Reinterpret>())
+          x = r2->value;
+  return x.defined() && x.type().is_bfloat() ? x.as<I::Call>() : nullptr;
+}
+
+// The bf16 input that contraction `C` reads along the key in a product of two bf16 values,
+// `C + f32(x(d, key, ...)) * f32(y(...))` with `d` its reduction variable, or null: such a sum
+// can run on the target's bf16 dot product (see keyPairs in scheduleGroup).
+const KernelParam *pairableKeyRead(const LoweredFunc &C, LoweredKernel &k,
+                                   const std::vector<std::string> &keyInputs,
+                                   const std::string &key) {
+  namespace I = H::Internal;
+  if (C.func.num_update_definitions() != 1 || C.rvars.size() != 1 ||
+      C.func.update_values(0).size() != 1)
+    return nullptr;
+  const auto *add = C.func.update_value(0).as<I::Add>();
+  const auto *self = add ? add->a.as<I::Call>() : nullptr;
+  const auto *mul = add ? add->b.as<I::Mul>() : nullptr;
+  if (!self || self->name != C.func.name() || !mul)
+    return nullptr;
+  const I::Call *x = bf16Read(mul->a), *y = bf16Read(mul->b);
+  if (!x || !y)
+    return nullptr;
+  for (const I::Call *c : {x, y})
+    for (KernelParam &p : k.inputs)
+      if (std::find(keyInputs.begin(), keyInputs.end(), p.name) != keyInputs.end() &&
+          c->name == H::Func(p.param).name() && p.param.dimensions() >= 2 && c->args.size() >= 2) {
+        const auto *d = c->args[0].as<I::Variable>(), *j = c->args[1].as<I::Variable>();
+        if (d && j && d->name == C.rvars[0].name() && j->name == key)
+          return &p;
+      }
+  return nullptr;
+}
+
+// Whether any of `values` calls `name`.
+bool callsAny(const std::vector<H::Expr> &values, const std::string &name) {
+  struct Calls : H::Internal::IRVisitor {
+    std::string name;
+    bool found = false;
+    using H::Internal::IRVisitor::visit;
+    void visit(const H::Internal::Call *c) override {
+      found = found || c->name == name;
+      H::Internal::IRVisitor::visit(c);
+    }
+  } calls;
+  calls.name = name;
+  for (const H::Expr &e : values)
+    e.accept(&calls);
+  return calls.found;
+}
+
+// `e` with every call to `src` (x(d, j, ...)) read from `pairs` (pairs(d % 2, j, d / 2, ...)).
+H::Expr readPairs(const H::Expr &e, const std::string &src, H::Func pairs) {
+  struct Mutator : H::Internal::IRMutator {
+    std::string src;
+    H::Func pairs;
+    using H::Internal::IRMutator::visit;
+    H::Expr visit(const H::Internal::Call *c) override {
+      if (c->name != src)
+        return H::Internal::IRMutator::visit(c);
+      std::vector<H::Expr> a{c->args[0] % 2, c->args[1], c->args[0] / 2};
+      a.insert(a.end(), c->args.begin() + 2, c->args.end());
+      return pairs(a);
+    }
+  } m;
+  m.src = src;
+  m.pairs = pairs;
+  return m.mutate(e);
+}
+
+// A pairable contraction's update (pairableKeyRead) reading `src` from `pairs`, its product
+// spelt with Halide's casts (the form its bf16 dot-product pattern matches) where `dot` holds
+// and with HalideGen's integer widening elsewhere: a cast that no dot product consumes Halide
+// emulates with the same integer operations, but warns on stderr. `dot` is the condition of the
+// specialisations that reduce in pairs, so each copy of the loop keeps one of the two forms.
+H::Expr pairedUpdate(const LoweredFunc &C, const std::string &src, H::Func pairs, H::Expr dot) {
+  namespace I = H::Internal;
+  const auto *add = C.func.update_value(0).as<I::Add>();
+  const auto *mul = add->b.as<I::Mul>();
+  H::Expr cast =
+      H::cast<float>(H::Expr(bf16Read(mul->a))) * H::cast<float>(H::Expr(bf16Read(mul->b)));
+  return add->a + readPairs(H::select(dot, cast, add->b), src, pairs);
+}
+
 // Query rows per parallel task (measured above: 32-row tiles ran at 145 GFLOP/s, 64-row ones at
 // 136), where the online softmax's query groups do not decide it (no mask bounds).
 constexpr int kQueryTile = 32;
@@ -253,6 +347,19 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   std::vector<std::vector<LoweredFunc *>> chainContractions(G.chains.size());
   std::vector<H::Func> keyReaders;
   std::vector<H::Expr> keyReadValues; // what they compute, where K is read
+  // bf16 dot products (Target::bf16Dot): a contraction of a bf16 key input with another bf16
+  // operand reads the key input from a per-head copy whose head dimension is split in pairs
+  // (keyPairs: pairs(dl, key, dp) = k(2 dp + dl, key)), so that a vector of keys holds, per lane,
+  // the two bf16 values a vdpbf16ps lane multiplies. online.bf16_dot: products summed per lane and
+  // instruction, 2 (vdpbf16ps's pairs, the default) or 1 (f32 multiply-adds, as without it).
+  // vdpbf16ps does twice an FMA's multiplies per instruction; the products of two bf16 values are
+  // exact in f32, and it treats subnormal bf16 inputs as 0. A/B in one process, AMD Zen 5 (EPYC
+  // family 26, AVX512_BF16), 2 threads, B1 H8 N2048 D64, medians of 9 interleaved runs: sdpa
+  // bf16 21.3 ms with pairs, 26.6 without, f32 29.4; causal 15.3, 18.0, f32 21.2. Halide's
+  // profiler, sdpa: the score GEMM 8.7 ms in f32 (~490 GFLOP/s, the FMA peak), 5.4 ms in pairs
+  // (~800 GFLOP/s); the exps x V GEMM (f32 exps, bf16 V) is the same in both.
+  const bool pairsOn = t.bf16Dot && g.rowsShareKeys && params.get("online.bf16_dot", 2) == 2;
+  std::map<std::string, H::Func> keyPairs; // by the key input's Func name (k_im)
   for (const OnlineChain &c : G.chains) {
     std::vector<LoweredFunc *> &mine = chainContractions[c.stage];
     if (c.score == masked.score) {
@@ -303,8 +410,34 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
         continue;
       }
       place(C->func, C->vars);
-      keyReaders.push_back(C->func);
-      keyReadValues.push_back(C->func.update_value(0));
+      // A bf16 key input multiplied by a bf16 operand is read from its copy in pairs of the head
+      // dimension (keyPairs) when the target has a bf16 dot product; other reads go through the
+      // transposed copy below.
+      const KernelParam *paired = pairsOn ? pairableKeyRead(*C, k, g.keyInputs, key) : nullptr;
+      if (paired) {
+        auto [it, fresh] = keyPairs.try_emplace(H::Func(paired->param).name(),
+                                                H::Func(paired->param.name() + "_pairs"));
+        if (fresh) {
+          // pairs(dl, key, dp, ...) = k(2 dp + dl, key, ...), clamped: at an odd head dimension
+          // the last pair's second value repeats the last d's, never multiplied (the score loop
+          // runs over d < D).
+          const std::string n = paired->param.name();
+          std::vector<H::Var> a{H::Var(n + "_dl"), H::Var(n + "_j"), H::Var(n + "_dp")};
+          std::vector<H::Expr> from{H::min(2 * a[2] + a[0], paired->param.dim(0).extent() - 1),
+                                    a[1]};
+          for (int d = 2; d < paired->param.dimensions(); ++d) {
+            a.push_back(H::Var(n + "_" + std::to_string(d)));
+            from.push_back(a.back());
+          }
+          it->second(a) = H::Func(paired->param)(from);
+        }
+        H::Expr D = C->rvars[0].extent();
+        C->func.function().update(0).values()[0] =
+            pairedUpdate(*C, it->first, it->second, D == 64 || D == 128);
+      } else {
+        keyReaders.push_back(C->func);
+        keyReadValues.push_back(C->func.update_value(0));
+      }
       // Bounded to one key tile: Halide would size a hoisted allocation by all the keys the task
       // visits (256 KiB for 32 rows at N = 2048), with rows 8 KiB apart.
       C->func.bound_storage(varNamed(*C, key), T);
@@ -327,27 +460,55 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
         intm.update().reorder(u, dO).vectorize(u);
         continue;
       }
-      if (hasVar(*C, g.queryVar) && scoreRows > 1) {
-        H::Var ci = varNamed(*C, g.queryVar), cio(C->func.name() + "_ro"),
-               cii(C->func.name() + "_ri");
-        cu.split(ci, cio, cii, scoreRows, H::TailStrategy::GuardWithIf);
-        if (scoreKeys > 0 && scoreKeys < T && T % scoreKeys == 0 && scoreKeys % vec == 0) {
-          H::Var kvo(C->func.name() + "_ko"), kvi(C->func.name() + "_ki");
-          cu.split(kv, kvo, kvi, scoreKeys, H::TailStrategy::GuardWithIf)
-              .reorder(kvi, cii, C->rvars[0], cio, kvo)
-              .vectorize(kvi, scoreKeys)
-              .unroll(cii);
-        } else {
-          cu.reorder(kv, cii, C->rvars[0], cio)
-              .vectorize(kv, T % vec == 0 ? T : vec, H::TailStrategy::GuardWithIf)
-              .unroll(cii);
+      // With pairs, the head dimension d = 2 dp + dl: dl innermost, reduced in the vector
+      // (atomic) into the keys' lanes, which Halide emits as one vdpbf16ps per vector of keys
+      // and (row, dp). Only at a head dimension known at compile time (64 or 128, as the output
+      // is specialised): at another, Halide would guard each pair by d < D, which breaks the
+      // pattern; those keep the f32 multiply-adds, reading the pairs' copy. Grouped query tiles
+      // (causal) take one row at a time: in blocks of two rows Halide (21) gave up reducing in
+      // the vector and left scalar loops (causal bf16 N2048 378 ms, against 15 ms by rows).
+      auto scheduleScore = [&](H::Stage su, bool pairs) {
+        H::RVar d = C->rvars[0], dp(C->name + "_dp"), dl(C->name + "_dl");
+        H::VarOrRVar red = d;
+        std::vector<H::VarOrRVar> first;
+        if (pairs) {
+          su.split(d, dp, dl, 2, H::TailStrategy::GuardWithIf);
+          red = dp;
+          first.push_back(dl);
         }
-      } else {
-        // One row at a time (no split: a split by 1 under compute_at makes Halide's bounds
-        // inference ask for query rows past the end, measured by attn-tune).
-        cu.reorder(kv, C->rvars[0])
-            .vectorize(kv, T % vec == 0 ? T : vec, H::TailStrategy::GuardWithIf);
+        auto reorder = [&](std::vector<H::VarOrRVar> loops) {
+          loops.insert(loops.begin(), first.begin(), first.end());
+          su.reorder(loops);
+          if (pairs)
+            su.atomic().vectorize(dl);
+        };
+        if (hasVar(*C, g.queryVar) && scoreRows > 1 && !(pairs && G.grouped)) {
+          H::Var ci = varNamed(*C, g.queryVar), cio(C->func.name() + "_ro"),
+                 cii(C->func.name() + "_ri");
+          su.split(ci, cio, cii, scoreRows, H::TailStrategy::GuardWithIf);
+          if (scoreKeys > 0 && scoreKeys < T && T % scoreKeys == 0 && scoreKeys % vec == 0) {
+            H::Var kvo(C->func.name() + "_ko"), kvi(C->func.name() + "_ki");
+            su.split(kv, kvo, kvi, scoreKeys, H::TailStrategy::GuardWithIf);
+            reorder({kvi, cii, red, cio, kvo});
+            su.vectorize(kvi, scoreKeys).unroll(cii);
+          } else {
+            reorder({kv, cii, red, cio});
+            su.vectorize(kv, T % vec == 0 ? T : vec, H::TailStrategy::GuardWithIf).unroll(cii);
+          }
+        } else {
+          // One row at a time (no split: a split by 1 under compute_at makes Halide's bounds
+          // inference ask for query rows past the end, measured by attn-tune).
+          reorder({kv, red});
+          su.vectorize(kv, T % vec == 0 ? T : vec, H::TailStrategy::GuardWithIf);
+        }
+      };
+      if (paired) {
+        H::Expr D = C->rvars[0].extent();
+        for (const std::optional<H::Stage> &b : specializeFor(cu, {D == 64, D == 128}, t))
+          if (b)
+            scheduleScore(*b, true);
       }
+      scheduleScore(cu, false);
     }
 
     // A score that calls a transcendental or divides (a soft cap's tanh) is stored per tile, next to the
@@ -422,7 +583,9 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   std::set<std::string> keySourceNames; // each source's, as the key readers call it
   for (const std::string &in : g.keyInputs)
     for (KernelParam &p : k.inputs)
-      if (p.name == in && p.param.dimensions() >= 2) {
+      if (p.name == in && p.param.dimensions() >= 2 &&
+          (!keyPairs.count(H::Func(p.param).name()) ||
+           callsAny(keyReadValues, H::Func(p.param).name()))) {
         keySources.push_back(H::Func(p.param));
         keySourceNames.insert({p.param.name(), H::Func(p.param).name()});
       }
@@ -464,6 +627,24 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
     // of the head, and a bound of keyCount + 16 refused the call.
     if (G.keyCount.defined() && readsAtKey(keyReadValues, keySourceNames, key))
       kT.bound_storage(a[0], G.keyCount + 16);
+  }
+
+  // The pairs' copies, per head as the transposed copy: a vector of keys at a time, for each dp
+  // its pairs (dl innermost), so that a vector of the copy is 16 keys' two bf16 values of d.
+  for (auto &[name, pairs] : keyPairs) {
+    std::vector<H::Var> a = pairs.args();
+    H::LoopLevel at = batch.empty() ? H::LoopLevel::root() : H::LoopLevel(O.func, batch.front());
+    H::Var jo(a[1].name() + "_o"), ji(a[1].name() + "_i");
+    std::vector<H::VarOrRVar> order{a[0], ji, a[2], jo};
+    order.insert(order.end(), a.begin() + 3, a.end());
+    pairs.compute_at(at)
+        .split(a[1], jo, ji, vec, H::TailStrategy::GuardWithIf)
+        .reorder(order)
+        .vectorize(a[0])
+        .vectorize(ji);
+    // Rows (a dp's pairs) one cache line longer than the keys, as the transposed copy's above.
+    if (G.keyCount.defined())
+      pairs.bound_storage(a[1], G.keyCount + 16);
   }
 
   // A group's key ranges test the mask at every (query row, key): the rows side by side in a
@@ -557,6 +738,10 @@ public:
                             {"online.value_vectors", {1, 2, 4}, d.valueVectors},
                             {"online.score_keys", scoreKeyChoices, d.scoreKeys},
                             {"online.value_keys", {32, 64, 128}, d.valueKeys}};
+    // bf16 dot products where the target has them and a kernel input is bf16 (scheduleGroup).
+    if (t.bf16Dot && std::any_of(k.inputs.begin(), k.inputs.end(),
+                                 [](const KernelParam &p) { return p.param.type().is_bfloat(); }))
+      ks.push_back({"online.bf16_dot", {1, 2}, 2});
     // The generic knobs only where Funcs outside the online groups (projections) take them.
     std::vector<bool> grouped = groupedFuncs(g, k);
     for (FuncIndex i = 0; i < k.funcs.size(); ++i)

@@ -33,6 +33,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <string>
@@ -162,6 +163,40 @@ TEST(ReducedNumerics, SdpaLargeScores) {
                 attnc_test::randn({1, 2, 150, 16}, 5, 0.f, 10.f),
                 attnc_test::randn({1, 2, 150, 16}, 6)},
                {1, 2, 20, 16}, "sdpa large scores");
+}
+
+// Head dimensions 64 and 128: on a CPU with AVX512_BF16 the bf16 score contraction runs on
+// vdpbf16ps (cpu-online's pairs of the head dimension; its f16 and f32 builds and other head
+// dimensions do not), which sums each pair of products before adding it and treats subnormal
+// bf16 values as 0. Key counts past a whole tile (256) and a partial one.
+TEST(ReducedNumerics, SdpaDotProductHeadDims) {
+  std::printf("[ numerics ] bf16 dot products (vdpbf16ps) %s on this CPU\n",
+              __builtin_cpu_supports("avx512bf16") ? "run" : "do not run (no AVX512_BF16)");
+  for (int D : {64, 128})
+    checkReduced({attnc_kernels::sdpa_auto(), attnc_kernels::reduced_sdpa_bf16(),
+                  attnc_kernels::reduced_sdpa_f16()},
+                 "sdpa.attn", "sdpa",
+                 {attnc_test::randn({1, 2, 40, D}, 20 + D),
+                  attnc_test::randn({1, 2, 300, D}, 21 + D),
+                  attnc_test::randn({1, 2, 300, D}, 22 + D)},
+                 {1, 2, 40, D}, "sdpa B1 H2 Nq40 Nk300 D" + std::to_string(D));
+  checkReduced({attnc_kernels::causal_attention(), attnc_kernels::reduced_causal_attention_bf16(),
+                attnc_kernels::reduced_causal_attention_f16()},
+               "causal_attention.attn", "causal_attention",
+               {attnc_test::randn({1, 2, 290, 64}, 23), attnc_test::randn({1, 2, 290, 64}, 24),
+                attnc_test::randn({1, 2, 290, 64}, 25)},
+               {1, 2, 290, 64}, "causal_attention B1 H2 N290 D64");
+}
+
+// An odd head dimension: the bf16 key copy in pairs has a last pair of one value (its second
+// value is clamped to the last d, and the score loop never multiplies it).
+TEST(ReducedNumerics, SdpaOddHeadDim) {
+  checkReduced({attnc_kernels::sdpa_auto(), attnc_kernels::reduced_sdpa_bf16(),
+                attnc_kernels::reduced_sdpa_f16()},
+               "sdpa.attn", "sdpa",
+               {attnc_test::randn({1, 2, 33, 33}, 26), attnc_test::randn({1, 2, 140, 33}, 27),
+                attnc_test::randn({1, 2, 140, 33}, 28)},
+               {1, 2, 33, 33}, "sdpa B1 H2 Nq33 Nk140 D33");
 }
 
 TEST(ReducedNumerics, CausalAttention) {

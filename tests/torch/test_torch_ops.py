@@ -413,6 +413,32 @@ kernel stats(a: f32[], b: f32[N]) -> (o: f32[N], m: f32[], z: i32[N]) {
                     k(q.float(), kk, v)
                 self.assertIn(f"expected {name}", str(cm.exception))
 
+    def test_schedule_params(self):
+        # Knob values reach attnc (--schedule-params) and are part of the cache key: bf16 sdpa at
+        # D = 64 with and without the bf16 dot products (online.bf16_dot, where the CPU has
+        # AVX512_BF16; elsewhere the rule has no such knob and says so) agrees with fp64 within
+        # half a bf16 ulp; a value out of range is attnc's error.
+        root = os.path.join(os.path.dirname(__file__), "..", "..", "dsl", "variants")
+        q, kk, v = (torch.randn(1, 2, 300, 64).to(torch.bfloat16) for _ in range(3))
+        exact = F.scaled_dot_product_attention(q.double(), kk.double(), v.double())
+        ulp = torch.exp2(torch.floor(torch.log2(exact.abs().clamp_min(1e-30))) - 7)
+        with open("/proc/cpuinfo") as f:
+            bf16_dot = "avx512_bf16" in f.read()
+        for params in ({}, {"online.bf16_dot": 1}, {"online.bf16_dot": 2}):
+            if params and not bf16_dot:
+                with self.assertRaises(attnc.AttncError) as cm:
+                    attnc.compile(os.path.join(root, "sdpa.attn"), defines={"f32": "bf16"},
+                                  schedule_params=params)
+                self.assertIn("no knob 'online.bf16_dot'", str(cm.exception))
+                continue
+            k = attnc.compile(os.path.join(root, "sdpa.attn"), defines={"f32": "bf16"},
+                              schedule_params=params)
+            err = ((k(q, kk, v).double() - exact).abs() / (0.5 * ulp + 1e-6)).max().item()
+            self.assertLessEqual(err, 1.0, params)
+        with self.assertRaises(attnc.AttncError) as cm:
+            attnc.compile(os.path.join(root, "sdpa.attn"), schedule_params={"online.query_tile": 0})
+        self.assertIn("online.query_tile=0", str(cm.exception))
+
     def test_tune(self):
         src = os.path.join(self.cache.name, "scaled_sum.attn")
         with open(src, "w") as f:

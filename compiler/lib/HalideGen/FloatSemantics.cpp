@@ -58,7 +58,8 @@ bool isSelf(const H::Expr &e, const std::string &self, const std::set<std::strin
   return v && aliases.count(v->name);
 }
 
-// `self + a * b` with strict factors and a free multiply-add, also under `let`s (whose values are
+// `self + a * b` with strict factors and a free multiply-add (or `self + select(c, a * b, a' * b')`),
+// also under `let`s (whose values are
 // made strict) and as `select(c, self + a * b, self)` (an update only some points make, such as
 // the online softmax's masked tiles: skipped points add nothing, not even 0 * NaN); nullopt when
 // `value` is not of that form.
@@ -83,9 +84,20 @@ std::optional<H::Expr> relaxedSumOfProduct(const H::Expr &value, const std::stri
   const auto *add = value.as<HI::Add>();
   if (!add || !add->type.is_float())
     return std::nullopt;
-  for (const auto &[s, p] : {std::pair{add->a, add->b}, std::pair{add->b, add->a}})
-    if (const auto *m = p.as<HI::Mul>(); m && isSelf(s, self, aliases))
+  for (const auto &[s, p] : {std::pair{add->a, add->b}, std::pair{add->b, add->a}}) {
+    if (!isSelf(s, self, aliases))
+      continue;
+    if (const auto *m = p.as<HI::Mul>())
       return s + strictly(m->a) * strictly(m->b);
+    // One product in two spellings, one per specialisation of the loop (cpu-online's bf16 dot
+    // products: Halide's casts where it reduces in pairs, integer widening elsewhere).
+    if (const auto *sel = p.as<HI::Select>()) {
+      const auto *t = sel->true_value.as<HI::Mul>(), *f = sel->false_value.as<HI::Mul>();
+      if (t && f)
+        return s + H::select(strictly(sel->condition), strictly(t->a) * strictly(t->b),
+                             strictly(f->a) * strictly(f->b));
+    }
+  }
   return std::nullopt;
 }
 

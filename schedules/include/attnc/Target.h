@@ -20,7 +20,10 @@ struct Target {
         fma(t.has_feature(Halide::Target::FMA) || t.has_feature(Halide::Target::FMA4) ||
             (t.arch == Halide::Target::ARM && t.bits == 64)),
         avx512(t.arch == Halide::Target::X86 && t.has_feature(Halide::Target::AVX512)),
-        vectorRegisters(avx512 || (t.arch == Halide::Target::ARM && t.bits == 64) ? 32 : 16) {}
+        vectorRegisters(avx512 || (t.arch == Halide::Target::ARM && t.bits == 64) ? 32 : 16),
+        bf16Dot(t.arch == Halide::Target::X86 &&
+                t.features_any_of({Halide::Target::AVX512_Zen4, Halide::Target::AVX512_Zen5,
+                                   Halide::Target::AVX512_SapphireRapids})) {}
 
   // Any GPU API: the CPU rules decline such targets.
   bool gpu = false;
@@ -36,6 +39,11 @@ struct Target {
   // Architectural vector registers, which bound a register block's accumulators: 32 with
   // AVX-512 (zmm0-31) and on 64-bit ARM (v0-31), 16 otherwise (SSE/AVX/AVX2's xmm/ymm0-15).
   int vectorRegisters = 16;
+  // A bf16 dot product (AVX512_BF16's vdpbf16ps: per 32-bit lane, two bf16 products added into
+  // an f32), which Halide emits for an f32 sum of products of two bf16 casts reduced in pairs:
+  // x86 with Halide's avx512_zen4, avx512_zen5 or avx512_sapphirerapids (Zen 4 and later,
+  // Sapphire Rapids and later).
+  bool bf16Dot = false;
 
   // A JIT compile that runs once at known sizes (attn-run): every buffer's extents and mins at
   // those sizes, as Halide's front end names them ("k.extent.1", "o.min.0"). Rules then compile
