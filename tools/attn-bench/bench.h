@@ -19,6 +19,7 @@ struct Tensor {
   std::vector<float> f;
   std::vector<int32_t> i; // used instead of f for i32 inputs
   bool isInt = false;
+  std::vector<uint16_t> half; // f's values as bf16/f16 bits, for a reduced-precision case's kernel
 
   size_t numel() const;
   attnc::TensorView view();
@@ -42,7 +43,13 @@ struct Options {
 
 // One benchmark case: a variant at one shape, its implementations and its work.
 struct Case {
-  std::string variant;      // the entry name (`attn-bench VARIANT` selects its cases)
+  std::string variant; // the entry name (`attn-bench VARIANT` selects its cases)
+  // The storage type of the kernel's float tensors (a -D f32=bf16|f16 build): its inputs are
+  // rounded to it for every implementation, PyTorch runs in it, the kernel writes it.
+  attnc::DType dtype = attnc::DType::F32;
+  // A reduced-precision case's f32 build, timed in turns with its kernel on the same (rounded)
+  // values: the speedup the storage type brings.
+  const attnc::KernelDesc *f32Kernel = nullptr;
   std::string shape;        // printed; causal_attention finds sdpa's time at the same shape by it
   bool memoryBound = false; // leads with GB/s instead of GFLOP/s
   std::string flopFormula;  // how `flops` is counted (also in the entry's comment)
@@ -99,6 +106,7 @@ struct TileCount {
 
 struct CaseResult {
   std::string variant, shape, flopFormula;
+  std::string dtype = "f32"; // Case::dtype
   bool memoryBound = false;
   double flops = 0, bytes = 0;
   double tolerance = 0; // the largest max|diff| accepted
@@ -115,6 +123,12 @@ struct CaseResult {
 // Checks every implementation against the reference, then (if they all agree) times them; prints
 // the case's lines on stdout as it goes.
 CaseResult runCase(Case &c, const Options &o);
+
+// `c` (an f32 case that has run) again with its float tensors stored as `t`: the kernel `k`, a
+// -D f32=<t> build of the same source, timed in turns with c's f32 kernel; the reference (which
+// reads c.inputs) and PyTorch (in `t`) on the inputs rounded to `t`. Other schedules, C++
+// baselines and tile counts stay with the f32 case. c.inputs are restored afterwards.
+CaseResult runReduced(Case &c, attnc::DType t, const attnc::KernelDesc &k, const Options &o);
 
 // Counts c.tileSource's visited key tiles at c's inputs into r (tiles.cpp); false with r->tileError.
 bool countTiles(Case &c, CaseResult *r);

@@ -4,15 +4,19 @@
 #include "entries.h"
 
 #include "bench_causal_attention.attnc.h"
+#include "bench_causal_attention_bf16.attnc.h"
 #include "bench_causal_attention_none.attnc.h"
 #include "bench_diff_attention.attnc.h"
 #include "bench_linear_attention.attnc.h"
 #include "bench_linear_attention_as_written.attnc.h"
 #include "bench_mhsa.attnc.h"
+#include "bench_mhsa_bf16.attnc.h"
 #include "bench_padding_mask.attnc.h"
 #include "bench_paged_decode.attnc.h"
 #include "bench_rotary_attention.attnc.h"
 #include "bench_sdpa.attnc.h"
+#include "bench_sdpa_bf16.attnc.h"
+#include "bench_sdpa_f16.attnc.h"
 #include "bench_sdpa_none.attnc.h"
 #include "bench_sigmoid_attention.attnc.h"
 #include "bench_sigmoid_attention_unfused.attnc.h"
@@ -112,6 +116,12 @@ void benchSdpa(const Options &o, std::vector<CaseResult> *out) {
                                     s.N, s.N, s.D);
     };
     out->push_back(runCase(c, o));
+    // bf16 and f16 builds at the main shape (--quick: its one shape), beside PyTorch in the same
+    // type (issue #22's targets).
+    if (isMainShape(s) || o.quick) {
+      out->push_back(runReduced(c, attnc::DType::BF16, attnc_kernels::bench_sdpa_bf16(), o));
+      out->push_back(runReduced(c, attnc::DType::F16, attnc_kernels::bench_sdpa_f16(), o));
+    }
   }
 }
 
@@ -146,6 +156,9 @@ void benchCausal(const Options &o, std::vector<CaseResult> *out) {
                                                 c.inputs[2].fp(), s.B, s.H, s.N, s.D);
     };
     out->push_back(runCase(c, o));
+    if (isMainShape(s) || o.quick)
+      out->push_back(
+          runReduced(c, attnc::DType::BF16, attnc_kernels::bench_causal_attention_bf16(), o));
   }
 }
 
@@ -394,6 +407,8 @@ void benchMhsa(const Options &o, std::vector<CaseResult> *out) {
     };
     c.torchEntry = "mhsa";
     out->push_back(runCase(c, o));
+    if (&s == &shapes.front())
+      out->push_back(runReduced(c, attnc::DType::BF16, attnc_kernels::bench_mhsa_bf16(), o));
   }
 }
 

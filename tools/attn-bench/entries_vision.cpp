@@ -6,6 +6,7 @@
 #include "bench_deform_attn.attnc.h"
 #include "bench_deform_attn_none.attnc.h"
 #include "bench_ms_deform_attn_core.attnc.h"
+#include "bench_ms_deform_attn_core_bf16.attnc.h"
 #include "bench_ms_deform_attn_core_generic.attnc.h"
 #include "bench_ms_deform_attn_core_none.attnc.h"
 #include "bench_msda.attnc.h"
@@ -284,6 +285,9 @@ void benchMsDeformAttnCore(const Options &o, std::vector<CaseResult> *out) {
                      }});
     c.torchEntry = "ms_deform_attn_core";
     out->push_back(runCase(c, o));
+    if (&sh == &shapes.front())
+      out->push_back(
+          runReduced(c, attnc::DType::BF16, attnc_kernels::bench_ms_deform_attn_core_bf16(), o));
   }
 }
 

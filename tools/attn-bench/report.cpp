@@ -62,8 +62,8 @@ void printSummary(const std::vector<CaseResult> &results, const RunInfo &info) {
               "%.2f at the start, "
               "%.2f at the end\n",
               info.loadStart, info.loadEnd);
-  std::printf("%-20s %-30s %-6s %10s %14s %6s %9s %9s", "variant", "shape", "bound", "attnc ms",
-              "rate", "%peak", "vs naive", "vs none");
+  std::printf("%-20s %-30s %-5s %-6s %10s %14s %6s %9s %9s", "variant", "shape", "dtype", "bound",
+              "attnc ms", "rate", "%peak", "vs naive", "vs none");
   if (torch)
     std::printf(" %9s", "vs torch");
   std::printf("  other\n");
@@ -111,9 +111,10 @@ void printSummary(const std::vector<CaseResult> &results, const RunInfo &info) {
       }
     if (!r.agree)
       other = "DISAGREES with the reference: not timed";
-    std::printf("%-20s %-30s %-6s %10s %14s %6s %9s %9s", r.variant.c_str(), r.shape.c_str(),
-                r.memoryBound ? "memory" : "compute", ms.c_str(), rate.c_str(), peak.c_str(),
-                ratio(r, find(r, "reference")).c_str(), ratio(r, find(r, "unscheduled")).c_str());
+    std::printf("%-20s %-30s %-5s %-6s %10s %14s %6s %9s %9s", r.variant.c_str(), r.shape.c_str(),
+                r.dtype.c_str(), r.memoryBound ? "memory" : "compute", ms.c_str(), rate.c_str(),
+                peak.c_str(), ratio(r, find(r, "reference")).c_str(),
+                ratio(r, find(r, "unscheduled")).c_str());
     if (torch)
       std::printf(" %9s", ratio(r, find(r, "torch")).c_str());
     std::printf("  %s\n", other.c_str());
@@ -139,7 +140,7 @@ bool writeJson(const std::string &path, const std::vector<CaseResult> &results, 
   for (size_t ci = 0; ci < results.size(); ++ci) {
     const CaseResult &r = results[ci];
     j << (ci ? "," : "") << "\n    {\"variant\": " << jsonString(r.variant)
-      << ", \"shape\": " << jsonString(r.shape)
+      << ", \"shape\": " << jsonString(r.shape) << ", \"dtype\": " << jsonString(r.dtype)
       << ", \"bound\": " << jsonString(r.memoryBound ? "memory" : "compute")
       << ", \"flop_formula\": " << jsonString(r.flopFormula)
       << ", \"flops\": " << jsonNumber(r.flops) << ", \"bytes\": " << jsonNumber(r.bytes)

@@ -74,8 +74,8 @@ std::unique_ptr<TorchBaseline> TorchBaseline::detect(const std::string &python,
 
 bool TorchBaseline::run(const std::string &entry, const std::string &constsJson,
                         const std::vector<std::string> &names, std::vector<Tensor> &inputs,
-                        const std::vector<int64_t> &outShape, const Options &o, Result *r,
-                        std::string *err) const {
+                        const std::vector<int64_t> &outShape, const std::string &dtype,
+                        const Options &o, Result *r, std::string *err) const {
   char tmpl[] = "/tmp/attn-bench-torch-XXXXXX";
   if (!mkdtemp(tmpl)) {
     *err = "cannot create a temporary directory";
@@ -103,7 +103,8 @@ bool TorchBaseline::run(const std::string &entry, const std::string &constsJson,
     }
     meta << (i ? ", " : "") << "\"" << names[i] << "\"";
   }
-  meta << "], \"consts\": " << (constsJson.empty() ? "{}" : constsJson) << ", \"reps\": " << o.reps
+  meta << "], \"dtype\": \"" << dtype
+       << "\", \"consts\": " << (constsJson.empty() ? "{}" : constsJson) << ", \"reps\": " << o.reps
        << ", \"budget\": " << o.budget << ", \"warmup\": " << o.warmup << "}";
   std::ofstream((dir / "meta.json").string()) << meta.str() << "\n";
 

@@ -24,11 +24,12 @@ public:
   };
 
   // Runs torch_baseline.py's `entry` on `inputs` (written as .npy files named after the kernel's
-  // parameters) with keyword arguments `constsJson`; its first run's output must have `outShape`.
+  // parameters) with keyword arguments `constsJson`, its float inputs converted to `dtype`
+  // ("f32", "bf16" or "f16"); its first run's output must have `outShape`.
   bool run(const std::string &entry, const std::string &constsJson,
            const std::vector<std::string> &names, std::vector<Tensor> &inputs,
-           const std::vector<int64_t> &outShape, const Options &o, Result *r,
-           std::string *err) const;
+           const std::vector<int64_t> &outShape, const std::string &dtype, const Options &o,
+           Result *r, std::string *err) const;
 
   const std::string &version() const { return version_; }
 

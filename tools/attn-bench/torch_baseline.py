@@ -1,7 +1,8 @@
 # torch_baseline.py: attn-bench's optional PyTorch baseline: one variant, eager mode, on attn-bench's inputs.
 #
 # usage: torch_baseline.py ENTRY DIR
-# DIR holds meta.json ({"inputs": [names], "consts": {...}, "reps": N, "budget": S}) and NAME.npy
+# DIR holds meta.json ({"inputs": [names], "dtype": "f32"|"bf16"|"f16", "consts": {...}, "reps": N,
+# "budget": S}) and NAME.npy
 # per kernel input (the kernel's layouts, channels-last). The first run's output goes to
 # DIR/out.npy for attn-bench's agreement check; the last line printed is
 # {"median_s": ..., "runs": ..., "threads": ...}. Each function is the seed's PyTorch code for the
@@ -296,6 +297,9 @@ def main():
     with open(os.path.join(d, "meta.json")) as f:
         meta = json.load(f)
     args = [torch.from_numpy(np.load(os.path.join(d, n + ".npy"))) for n in meta["inputs"]]
+    # A reduced-precision case: float inputs (already rounded to the type by attn-bench) in it.
+    dtype = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[meta.get("dtype", "f32")]
+    args = [a.to(dtype) if a.is_floating_point() else a for a in args]
     fn = ENTRIES[entry]
     with torch.inference_mode():
         t0 = time.perf_counter()
