@@ -466,7 +466,9 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
       // is specialised): at another, Halide would guard each pair by d < D, which breaks the
       // pattern; those keep the f32 multiply-adds, reading the pairs' copy. Grouped query tiles
       // (causal) take one row at a time: in blocks of two rows Halide (21) gave up reducing in
-      // the vector and left scalar loops (causal bf16 N2048 378 ms, against 15 ms by rows).
+      // the vector and left scalar loops (causal bf16 N2048 378 ms, against 15 ms by rows): the
+      // row's index there carries the group's clamps as lets, named differently in the store and
+      // in the value's load, so its atomic vectoriser did not see `f[x] = f[x] + e`.
       auto scheduleScore = [&](H::Stage su, bool pairs) {
         H::RVar d = C->rvars[0], dp(C->name + "_dp"), dl(C->name + "_dl");
         H::VarOrRVar red = d;
