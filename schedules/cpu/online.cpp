@@ -64,21 +64,6 @@ bool readsAtKey(const std::vector<H::Expr> &values, const std::set<std::string> 
   return calls.plain;
 }
 
-// The bf16 tensor read that `e` widens to f32, or null: HalideGen's widening
-// (reinterpret<f32>(u32(reinterpret<u16>(x)) << 16)) or a cast.
-const H::Internal::Call *bf16Read(const H::Expr &e) {
-  namespace I = H::Internal;
-  H::Expr x;
-  if (const auto *c = e.as<I::Cast>(); c && c->type == H::Float(32))
-    x = c->value;
-  else if (const auto *r = e.as<I::Reinterpret>(); r && r->type == H::Float(32))
-    if (const auto *sh = I::Call::as_intrinsic(r->value, {I::Call::shift_left}))
-      if (const auto *u = sh->args[0].as<I::Cast>(); u && u->type == H::UInt(32))
-        if (const auto *r2 = u->value.as<I::Reinterpret>())
-          x = r2->value;
-  return x.defined() && x.type().is_bfloat() ? x.as<I::Call>() : nullptr;
-}
-
 // The bf16 input that contraction `C` reads along the key in a product of two bf16 values,
 // `C + f32(x(d, key, ...)) * f32(y(...))` with `d` its reduction variable, or null: such a sum
 // can run on the target's bf16 dot product (see keyPairs in scheduleGroup).
@@ -94,7 +79,7 @@ const KernelParam *pairableKeyRead(const LoweredFunc &C, LoweredKernel &k,
   const auto *mul = add ? add->b.as<I::Mul>() : nullptr;
   if (!self || self->name != C.func.name() || !mul)
     return nullptr;
-  const I::Call *x = bf16Read(mul->a), *y = bf16Read(mul->b);
+  const I::Call *x = widenedBF16Read(mul->a), *y = widenedBF16Read(mul->b);
   if (!x || !y)
     return nullptr;
   for (const I::Call *c : {x, y})
@@ -144,17 +129,28 @@ H::Expr readPairs(const H::Expr &e, const std::string &src, H::Func pairs) {
   return m.mutate(e);
 }
 
+// The head dimensions at which a pairable contraction reduces in pairs, as conditions on its
+// reduction's extent: those the output is specialised for (scheduleGroup's De).
+std::vector<H::Expr> pairDims(const LoweredFunc &C) {
+  const H::Expr D = C.rvars[0].extent();
+  return {D == 64, D == 128};
+}
+
 // A pairable contraction's update (pairableKeyRead) reading `src` from `pairs`, its product
-// spelt with Halide's casts (the form its bf16 dot-product pattern matches) where `dot` holds
-// and with HalideGen's integer widening elsewhere: a cast that no dot product consumes Halide
-// emulates with the same integer operations, but warns on stderr. `dot` is the condition of the
-// specialisations that reduce in pairs, so each copy of the loop keeps one of the two forms.
-H::Expr pairedUpdate(const LoweredFunc &C, const std::string &src, H::Func pairs, H::Expr dot) {
+// spelt with Halide's casts (the form its bf16 dot-product pattern matches) under pairDims, the
+// specialisations that reduce in pairs, and with HalideGen's integer widening elsewhere (a cast
+// that no dot product consumes Halide emulates with the same integer operations, but warns on
+// stderr), so each copy of the loop keeps one form.
+H::Expr pairedUpdate(const LoweredFunc &C, const std::string &src, H::Func pairs) {
   namespace I = H::Internal;
+  const std::vector<H::Expr> dims = pairDims(C);
+  H::Expr dot = dims[0];
+  for (size_t i = 1; i < dims.size(); ++i)
+    dot = dot || dims[i];
   const auto *add = C.func.update_value(0).as<I::Add>();
   const auto *mul = add->b.as<I::Mul>();
-  H::Expr cast =
-      H::cast<float>(H::Expr(bf16Read(mul->a))) * H::cast<float>(H::Expr(bf16Read(mul->b)));
+  H::Expr cast = H::cast<float>(H::Expr(widenedBF16Read(mul->a))) *
+                 H::cast<float>(H::Expr(widenedBF16Read(mul->b)));
   return add->a + readPairs(H::select(dot, cast, add->b), src, pairs);
 }
 
@@ -431,9 +427,7 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
           }
           it->second(a) = H::Func(paired->param)(from);
         }
-        H::Expr D = C->rvars[0].extent();
-        C->func.function().update(0).values()[0] =
-            pairedUpdate(*C, it->first, it->second, D == 64 || D == 128);
+        C->func.function().update(0).values()[0] = pairedUpdate(*C, it->first, it->second);
       } else {
         keyReaders.push_back(C->func);
         keyReadValues.push_back(C->func.update_value(0));
@@ -505,8 +499,7 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
         }
       };
       if (paired) {
-        H::Expr D = C->rvars[0].extent();
-        for (const std::optional<H::Stage> &b : specializeFor(cu, {D == 64, D == 128}, t))
+        for (const std::optional<H::Stage> &b : specializeFor(cu, pairDims(*C), t))
           if (b)
             scheduleScore(*b, true);
       }

@@ -84,6 +84,9 @@ Halide::Type halideType(DType dtype);
 // cast, one F16C instruction per vector on x86.
 Halide::Expr widenStorage(Halide::Expr v);
 Halide::Expr narrowStorage(Halide::Expr f, DType to);
+// The bf16 read that `e` widens to f32, spelt as widenStorage does or as Halide's cast; null for
+// anything else (a schedule that rewrites a widened product, cpu-online's bf16 dot products).
+const Halide::Internal::Call *widenedBF16Read(const Halide::Expr &e);
 
 // How many (row block, key tile) pairs an online softmax's state visits: the same tile predicates
 // as its updates, evaluated on their own (no tile is computed). A row block is the group's

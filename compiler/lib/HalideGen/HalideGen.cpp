@@ -27,6 +27,19 @@ Halide::Expr widenStorage(Halide::Expr v) {
   return H::cast<float>(v);
 }
 
+const Halide::Internal::Call *widenedBF16Read(const Halide::Expr &e) {
+  namespace I = Halide::Internal;
+  H::Expr x;
+  if (const auto *c = e.as<I::Cast>(); c && c->type == H::Float(32))
+    x = c->value;
+  else if (const auto *r = e.as<I::Reinterpret>(); r && r->type == H::Float(32))
+    if (const auto *sh = I::Call::as_intrinsic(r->value, {I::Call::shift_left}))
+      if (const auto *u = sh->args[0].as<I::Cast>(); u && u->type == H::UInt(32))
+        if (const auto *r2 = u->value.as<I::Reinterpret>())
+          x = r2->value;
+  return x.defined() && x.type().is_bfloat() ? x.as<I::Call>() : nullptr;
+}
+
 Halide::Expr narrowStorage(Halide::Expr f, DType to) {
   if (to != DType::BF16)
     return H::cast(halideType(to), f);
