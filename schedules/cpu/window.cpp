@@ -303,30 +303,67 @@ private:
       return fused;
     };
     const size_t outer = n - 2; // (b, h, wy, wx)
-    c.func.compute_root();
-    H::Stage init = c.func;
-    init.vectorize(e, vec, H::TailStrategy::GuardWithIf);
-    init.parallel(fuseOuter(init, outer, "init_"));
-    H::Stage upd = c.func.update();
-    H::Var ev("ev"), el("el");
-    upd.split(i, io, ii, rowBlock, H::TailStrategy::GuardWithIf)
-        .split(e, eo, ei, vec * valueVectors, H::TailStrategy::GuardWithIf)
-        .split(ei, ev, el, vec)
-        .reorder(el, ev, ii, j, eo, io)
-        .vectorize(el)
-        .unroll(ev)
-        .unroll(ii);
+    // The weighted sum, like cpu-generic's GEMMs, one block (rows x value vectors) at a time
+    // into a buffer of constant size that LLVM keeps in registers, a wrapper holding the result
+    // for the consumers. Accumulated in the root buffer, whose rows lie D floats apart (D known
+    // only at run time, so rows might overlap for all LLVM knows), every step loaded and stored
+    // each accumulator and the next step's FMA waited on that store: the weighted sum took a
+    // third of Swin's time (56x56 NH3 D32, Zen 5, Halide profiler: 0.27 of 0.81 ms, 55 GFLOP/s
+    // per core against the score contraction's ~250). In registers, in one process, alternating
+    // (Zen 5, 2 threads): 0.62 against 0.76 ms. An output is the caller's buffer: blocked in
+    // place, as before.
+    H::Func res = c.isOutput ? c.func : c.func.in();
+    res.compute_root();
+    if (c.isOutput) {
+      H::Stage init = c.func;
+      init.vectorize(e, vec, H::TailStrategy::GuardWithIf);
+      init.parallel(fuseOuter(init, outer, "init_"));
+    } else {
+      res.split(i, io, ii, rowBlock, H::TailStrategy::GuardWithIf)
+          .split(e, eo, ei, vec * valueVectors, H::TailStrategy::GuardWithIf)
+          .reorder(ei, ii, eo, io)
+          .vectorize(ei, vec, H::TailStrategy::GuardWithIf)
+          .unroll(ii);
+      // (The rows' block loop outside the sum over keys, as in cpu-generic: inside it, LLVM
+      // could not keep the accumulators in registers across the keys.)
+      H::Var bo("bo"), bi("bi"), ro("ro"), ri("ri");
+      c.func.compute_at(res, eo)
+          .bound_storage(e, vec * valueVectors)
+          .bound_storage(i, rowBlock)
+          .vectorize(e, vec, H::TailStrategy::GuardWithIf)
+          .unroll(i, rowBlock, H::TailStrategy::GuardWithIf);
+      c.func.update()
+          .split(e, bo, bi, vec, H::TailStrategy::GuardWithIf)
+          .split(i, ro, ri, rowBlock, H::TailStrategy::GuardWithIf)
+          .reorder(bi, bo, ri, j, ro)
+          .vectorize(bi)
+          .unroll(bo)
+          .unroll(ri);
+    }
+    H::Stage upd = c.isOutput ? c.func.update() : H::Stage(res);
+    if (c.isOutput) {
+      H::Var ev("ev"), el("el");
+      upd.split(i, io, ii, rowBlock, H::TailStrategy::GuardWithIf)
+          .split(e, eo, ei, vec * valueVectors, H::TailStrategy::GuardWithIf)
+          .split(ei, ev, el, vec)
+          .reorder(el, ev, ii, j, eo, io)
+          .vectorize(el)
+          .unroll(ev)
+          .unroll(ii);
+    }
     // One window per step of the innermost outer index (wx), serial; the next (wy) and the rest,
     // fused (b, h), in parallel loops of their own. Fusing wy or wx with the others made Halide
     // size each window's buffers over the rest of the fused range (Swin 56x56: 614 KB of
-    // exponentials, a heap allocation, per window of 9.6 KB).
+    // exponentials, a heap allocation, per window of 9.6 KB); with the weighted sum in
+    // registers, (b, h, wy) fused into one parallel loop was still slower (0.69 against 0.63 ms,
+    // Zen 5).
     if (outer >= 3)
       upd.parallel(fuseOuter(upd, outer - 2, "fused_"));
     if (outer >= 2)
       upd.parallel(c.vars[outer - 2]);
     else
       upd.parallel(c.vars[0]);
-    H::LoopLevel at(c.func, c.vars[outer - 1]);
+    H::LoopLevel at(res, c.vars[outer - 1]);
 
     // The softmax's row and key indices, by name in the score's Funcs (findWindow's score
     // definitions share the probabilities' index names).
