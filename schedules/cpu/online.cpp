@@ -19,8 +19,9 @@
 //  - Exps x V with 4 rows x 4 vectors of D (16 accumulators) rather than 8 rows x 1 vector: the
 //    row guards that causal tiles need then cost one test per 4 FMAs, not one per FMA.
 //  - Whole tiles of 256 keys (HalideGen's whole_tile chain: no mask, no slot test; the score and
-//    value GEMMs in blocks of 128 keys, online.score_keys/value_keys) then tiles of 128 for the
-//    rest, against 128-key tiles throughout (and 256 throughout), A/B in one process, Zen 4,
+//    value GEMMs in blocks of 128 keys, online.score_keys) then tiles of 128 for the
+//    rest (the exps x V GEMM now runs a whole tile per register block, see below), against
+//    128-key tiles throughout (and 256 throughout), A/B in one process, Zen 4,
 //    2 threads, B1 H8 D64: N2048 56.4 vs 60.7 (57.5) ms, N1030 17.1 vs 19.8 (20.1), N384 2.26
 //    vs 2.28 (3.02); attn-bench sdpa N2048 52.3 ms, 70% of the FMA peak (57% before). The whole
 //    chain's buffers are bounded by the task's rows (constant: on the stack) and not hoisted.
@@ -169,7 +170,6 @@ struct OnlineParams {
   int valueVectors = 4; // vectors of the value index per row in registers (at most; see defaults)
   int scoreKeys = 128;  // keys per block of the score GEMM (a tile or more: the whole tile;
                         // defaults() sets it from the target)
-  int valueKeys = 128;  // keys per block of the exps x V GEMM (a tile or more: the whole tile)
   // The score block of whole tiles (longer than the group's tile: no mask, no row guard).
   int wholeScoreRows = 2, wholeScoreKeys = 128;
 };
@@ -319,6 +319,11 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   for (auto &[n, e] : G.extents)
     if (n == g.valueVar)
       valueExtent = e;
+  // The value extent as the output's buffer states it where the online softmax is the output
+  // (the head-dimension specialisations below test that one, so that Halide folds both alike).
+  H::Expr blockDe = valueExtent;
+  if (O.isOutput && !g.valueVar.empty() && O.varNames.back() == g.valueVar)
+    blockDe = k.outputBuffer(O).dim(0).extent();
   for (int s = 0; s < S.func.num_update_definitions(); ++s) {
     H::Stage su = S.func.update(s);
     std::vector<H::VarOrRVar> sorder;
@@ -548,26 +553,65 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
       intm.update().vectorize(u);
     }
 
-    // Exps x values: valueRows rows x valueVectors vectors of the value index in registers per key.
-    H::Stage pu = ctpv.func.update();
+    // Exps x values: valueRows rows x valueVectors vectors of the value index in registers per key,
+    // accumulated over the tile's keys in a block of constant size (a stack array that LLVM keeps
+    // in registers), then copied into a wrapper that the state update reads. Accumulated in the
+    // tile's buffer instead, whose rows lie D floats apart, every key loaded and stored each
+    // accumulator wherever D was not known at compile time (LLVM cannot tell the rows apart):
+    // sdpa B1 H8 N2048 at D = 32 ran at 87 GFLOP/s, 0.57x PyTorch (D = 64, specialised: 303).
+    // A block wider than D, or a last block narrower than the others, guards each of its vectors
+    // per key (D = 32 in blocks of 4 vectors: 120 GFLOP/s), so the block is the widest of
+    // valueVectors, valueVectors / 2, ..., 1 vectors that divides D (a specialisation each),
+    // else one vector. Zen 5 (family 26), 2 threads, B1 H8 N2048, against PyTorch's SDPA in one
+    // process (GFLOP/s before -> after; ratio after): D = 16 74 -> 138 (1.11x), 32 92 -> 222
+    // (1.42x), 48 95 -> 217 (1.31x), 80 180 -> 240 (1.34x), 96 163 -> 292 (1.69x); 64 and 128
+    // unchanged (289, 333). D = 24 and 40 stay slow (55 and 71 GFLOP/s, 0.44x and 0.51x): the
+    // last vector's guards (docs/status.md). The whole tile's keys run inside the block, so
+    // there is no key-block knob for this GEMM.
     place(ctpv.func, ctpv.vars);
     ctpv.func.bound_storage(ctpv.vars.back(), 1);
     if (!g.valueVar.empty()) {
-      H::Var e = varNamed(ctpv, g.valueVar), eo(ctpv.name + "_vo"), ei(ctpv.name + "_vi");
-      H::Var qi = varNamed(ctpv, g.queryVar), qo(ctpv.name + "_ro"), qii(ctpv.name + "_ri");
-      ctpv.func.vectorize(e, vec, H::TailStrategy::GuardWithIf);
-      H::Var eoo(ctpv.name + "_voo"), eoi(ctpv.name + "_voi");
-      pu.split(e, eo, ei, vec, H::TailStrategy::GuardWithIf)
-          .split(eo, eoo, eoi, prm.valueVectors, H::TailStrategy::GuardWithIf)
-          .split(qi, qo, qii, prm.valueRows, H::TailStrategy::GuardWithIf);
-      if (prm.valueKeys > 0 && prm.valueKeys < T && T % prm.valueKeys == 0) {
-        H::RVar jo(ctpv.name + "_jo"), ji(ctpv.name + "_ji");
-        pu.split(ctpv.rvars[0], jo, ji, prm.valueKeys, H::TailStrategy::GuardWithIf)
-            .reorder(ei, eoi, qii, ji, eoo, qo, jo);
-      } else {
-        pu.reorder(ei, eoi, qii, ctpv.rvars[0], eoo, qo);
+      H::Var e = varNamed(ctpv, g.valueVar), qi = varNamed(ctpv, g.queryVar);
+      H::Func tw = ctpv.func.in();
+      place(tw, ctpv.vars);
+      tw.bound_storage(ctpv.vars.back(), 1);
+      H::Var eo(ctpv.name + "_vo"), ei(ctpv.name + "_vi"), qo(ctpv.name + "_ro"),
+          qii(ctpv.name + "_ri");
+      auto blocks = [&](H::Stage st, int vectors) {
+        st.split(e, eo, ei, vec * vectors, H::TailStrategy::GuardWithIf)
+            .split(qi, qo, qii, prm.valueRows, H::TailStrategy::GuardWithIf)
+            .reorder(ei, qii, eo, qo)
+            .vectorize(ei, vec, H::TailStrategy::GuardWithIf)
+            .unroll(qii);
+      };
+      if (blockDe.defined()) {
+        std::vector<H::Expr> divides;
+        std::vector<int> widths;
+        for (int b = prm.valueVectors; b >= 1; b /= 2) {
+          divides.push_back(blockDe % (b * vec) == 0);
+          widths.push_back(b);
+        }
+        std::vector<std::optional<H::Stage>> br = specializeFor(H::Stage(tw), divides, t);
+        for (size_t i = 0; i < br.size(); ++i)
+          if (br[i])
+            blocks(*br[i], widths[i]);
       }
-      pu.vectorize(ei).unroll(eoi).unroll(qii);
+      blocks(H::Stage(tw), 1);
+      ctpv.func.compute_at(tw, eo)
+          .store_in(H::MemoryType::Stack)
+          .bound_storage(e, vec * prm.valueVectors)
+          .bound_storage(qi, prm.valueRows)
+          .vectorize(e, vec, H::TailStrategy::GuardWithIf)
+          .unroll(qi, prm.valueRows, H::TailStrategy::GuardWithIf);
+      H::Var bo(ctpv.name + "_bo"), bi(ctpv.name + "_bi"), ro(ctpv.name + "_bro"),
+          ri(ctpv.name + "_bri");
+      ctpv.func.update()
+          .split(e, bo, bi, vec, H::TailStrategy::GuardWithIf)
+          .split(qi, ro, ri, prm.valueRows, H::TailStrategy::GuardWithIf)
+          .reorder(bi, bo, ri, ctpv.rvars[0], ro)
+          .vectorize(bi)
+          .unroll(bo)
+          .unroll(ri);
     }
   }
 
@@ -731,8 +775,7 @@ public:
                             {"online.score_rows", {1, 2, 4}, d.scoreRows},
                             {"online.value_rows", {2, 4, 8}, d.valueRows},
                             {"online.value_vectors", {1, 2, 4}, d.valueVectors},
-                            {"online.score_keys", scoreKeyChoices, d.scoreKeys},
-                            {"online.value_keys", {32, 64, 128}, d.valueKeys}};
+                            {"online.score_keys", scoreKeyChoices, d.scoreKeys}};
     // bf16 dot products where the target has them and a kernel input is bf16 (scheduleGroup).
     if (t.bf16Dot && std::any_of(k.inputs.begin(), k.inputs.end(),
                                  [](const KernelParam &p) { return p.param.type().is_bfloat(); }))
@@ -761,7 +804,6 @@ public:
     prm.valueRows = params.get("online.value_rows", prm.valueRows);
     prm.valueVectors = params.get("online.value_vectors", prm.valueVectors);
     prm.scoreKeys = params.get("online.score_keys", prm.scoreKeys);
-    prm.valueKeys = params.get("online.value_keys", prm.valueKeys);
     // Whole tiles' scores in blocks of 4 vectors of keys by as many rows as keep the accumulators
     // at half the vector registers (4 rows with AVX-512's 32, 2 with AVX2's 16): per head-dimension
     // step, 4 key loads and a broadcast per row for rows x 4 FMAs, against 8 loads and 2
