@@ -559,15 +559,19 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
     // tile's buffer instead, whose rows lie D floats apart, every key loaded and stored each
     // accumulator wherever D was not known at compile time (LLVM cannot tell the rows apart):
     // sdpa B1 H8 N2048 at D = 32 ran at 87 GFLOP/s, 0.57x PyTorch (D = 64, specialised: 303).
-    // A block wider than D, or a last block narrower than the others, guards each of its vectors
-    // per key (D = 32 in blocks of 4 vectors: 120 GFLOP/s), so the block is the widest of
-    // valueVectors, valueVectors / 2, ..., 1 vectors that divides D (a specialisation each),
-    // else one vector. Zen 5 (family 26), 2 threads, B1 H8 N2048, against PyTorch's SDPA in one
-    // process (GFLOP/s before -> after; ratio after): D = 16 74 -> 138 (1.11x), 32 92 -> 222
-    // (1.42x), 48 95 -> 217 (1.31x), 80 180 -> 240 (1.34x), 96 163 -> 292 (1.69x); 64 and 128
-    // unchanged (289, 333). D = 24 and 40 stay slow (55 and 71 GFLOP/s, 0.44x and 0.51x): the
-    // last vector's guards (docs/status.md). The whole tile's keys run inside the block, so
-    // there is no key-block knob for this GEMM.
+    // A block must also be whole: one wider than D, or a last one narrower than the rest, guarded
+    // each vector per key, and Halide computed a partial vector as a scalar loop per key
+    // (TailStrategy::Predicate made no difference): D = 32 in 4-vector blocks 120 GFLOP/s, D = 24
+    // 55. So the wrapper is specialised: valueVectors-wide blocks where they divide D, else blocks
+    // of 2 (then 1) vectors shifted inwards (the last one ends at D, overlapping its neighbour:
+    // D = 40 computes 0..31 and 8..39), else (D under a vector) one guarded vector. 1-vector
+    // blocks where 16 divides D were tried and were slower than shifted 2-vector ones (D = 80:
+    // 238 against 265 GFLOP/s). Zen 5 (family 26), 2 threads, B1 H8 N2048, against PyTorch's
+    // SDPA in one process, GFLOP/s before -> after (ratio after): D = 16 74 -> 137 (1.11x),
+    // 24 43 -> 143 (1.07x), 32 92 -> 221 (1.40x), 40 56 -> 203 (1.29x), 48 95 -> 234 (1.39x),
+    // 80 180 -> 265 (1.52x), 96 163 -> 294 (1.68x); 64 and 128 unchanged (294-303, 318-352);
+    // D = 8 stays at 21 (0.46x). The whole tile's keys run inside a block, so there is no key
+    // block knob for this GEMM.
     place(ctpv.func, ctpv.vars);
     ctpv.func.bound_storage(ctpv.vars.back(), 1);
     if (!g.valueVar.empty()) {
@@ -577,8 +581,9 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
       tw.bound_storage(ctpv.vars.back(), 1);
       H::Var eo(ctpv.name + "_vo"), ei(ctpv.name + "_vi"), qo(ctpv.name + "_ro"),
           qii(ctpv.name + "_ri");
-      auto blocks = [&](H::Stage st, int vectors) {
-        st.split(e, eo, ei, vec * vectors, H::TailStrategy::GuardWithIf)
+      auto blocks = [&](H::Stage st, int vectors,
+                        H::TailStrategy tail = H::TailStrategy::GuardWithIf) {
+        st.split(e, eo, ei, vec * vectors, tail)
             .split(qi, qo, qii, prm.valueRows, H::TailStrategy::GuardWithIf)
             .reorder(ei, qii, eo, qo)
             .vectorize(ei, vec, H::TailStrategy::GuardWithIf)
@@ -587,26 +592,32 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
       if (blockDe.defined()) {
         std::vector<H::Expr> divides;
         std::vector<int> widths;
-        for (int b = prm.valueVectors; b >= 1; b /= 2) {
-          divides.push_back(blockDe % (b * vec) == 0);
+        divides.push_back(blockDe % (prm.valueVectors * vec) == 0);
+        widths.push_back(prm.valueVectors);
+        const size_t dividing = divides.size();
+        for (int b = std::min(prm.valueVectors, 2); b >= 1; b /= 2) {
+          divides.push_back(blockDe >= b * vec);
           widths.push_back(b);
         }
         std::vector<std::optional<H::Stage>> br = specializeFor(H::Stage(tw), divides, t);
         for (size_t i = 0; i < br.size(); ++i)
           if (br[i])
-            blocks(*br[i], widths[i]);
+            blocks(*br[i], widths[i],
+                   i < dividing ? H::TailStrategy::GuardWithIf : H::TailStrategy::ShiftInwards);
       }
       blocks(H::Stage(tw), 1);
+      // A last vector narrower than the rest is predicated (masked loads and stores): with
+      // GuardWithIf Halide computed it as a scalar loop per key (D = 24: 55 GFLOP/s).
       ctpv.func.compute_at(tw, eo)
           .store_in(H::MemoryType::Stack)
           .bound_storage(e, vec * prm.valueVectors)
           .bound_storage(qi, prm.valueRows)
-          .vectorize(e, vec, H::TailStrategy::GuardWithIf)
+          .vectorize(e, vec, H::TailStrategy::Predicate)
           .unroll(qi, prm.valueRows, H::TailStrategy::GuardWithIf);
       H::Var bo(ctpv.name + "_bo"), bi(ctpv.name + "_bi"), ro(ctpv.name + "_bro"),
           ri(ctpv.name + "_bri");
       ctpv.func.update()
-          .split(e, bo, bi, vec, H::TailStrategy::GuardWithIf)
+          .split(e, bo, bi, vec, H::TailStrategy::Predicate)
           .split(qi, ro, ri, prm.valueRows, H::TailStrategy::GuardWithIf)
           .reorder(bi, bo, ri, ctpv.rvars[0], ro)
           .vectorize(bi)
