@@ -73,6 +73,10 @@ const Shape kShapes[] = {
     // Head dimensions the online schedule specialises for, with a partial last key tile.
     {1, 2, 37, 300, 128},
     {1, 1, 70, 257, 64},
+    // Head dimensions whose exps x V blocks are shifted inwards (cpu-online: 2-vector blocks, the
+    // last overlapping its neighbour), with whole and partial key tiles.
+    {1, 2, 45, 520, 40},
+    {1, 1, 33, 300, 72},
 };
 
 std::string testName(const ::testing::TestParamInfo<SdpaNumerics::ParamType> &info) {
