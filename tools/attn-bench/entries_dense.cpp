@@ -91,7 +91,13 @@ bool isMainShape(const AttnShape &s) { return s.B == 1 && s.H == 8 && s.N == 204
 // SDPA: QK^T and PV, two flops per multiply-add each: 4*B*H*Nq*Nk*D (the softmax's exps and
 // the scaling are not counted, as FlashAttention's benchmarks do).
 void benchSdpa(const Options &o, std::vector<CaseResult> *out) {
-  for (const AttnShape &s : attnShapes(o)) {
+  std::vector<AttnShape> shapes = attnShapes(o);
+  // Head dimensions other than the two cpu-online specialises (64, 128): 32 (Swin, NAT), 40
+  // (Stable Diffusion 1.x: blocks shifted inwards) and 80 (DiT, ViT-H).
+  if (!o.quick)
+    for (int d : {32, 40, 80})
+      shapes.push_back({1, 8, 2048, d, false});
+  for (const AttnShape &s : shapes) {
     Case c = attnCase("sdpa", s, 10);
     c.flopFormula = "4*B*H*Nq*Nk*D";
     c.flops = 4.0 * s.B * s.H * (double)s.N * s.N * s.D;
