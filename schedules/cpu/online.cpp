@@ -590,39 +590,28 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
             .unroll(qii);
       };
       if (blockDe.defined()) {
-        std::vector<H::Expr> divides;
-        std::vector<int> widths;
-        divides.push_back(blockDe % (prm.valueVectors * vec) == 0);
-        widths.push_back(prm.valueVectors);
-        const size_t dividing = divides.size();
-        for (int b = std::min(prm.valueVectors, 2); b >= 1; b /= 2) {
-          divides.push_back(blockDe >= b * vec);
-          widths.push_back(b);
-        }
-        std::vector<std::optional<H::Stage>> br = specializeFor(H::Stage(tw), divides, t);
+        struct Block {
+          H::Expr when;
+          int vectors;
+          H::TailStrategy tail;
+        };
+        std::vector<Block> choices{{blockDe % (prm.valueVectors * vec) == 0, prm.valueVectors,
+                                    H::TailStrategy::GuardWithIf}};
+        for (int b = std::min(prm.valueVectors, 2); b >= 1; b /= 2)
+          choices.push_back({blockDe >= b * vec, b, H::TailStrategy::ShiftInwards});
+        std::vector<H::Expr> conds;
+        for (const Block &c : choices)
+          conds.push_back(c.when);
+        std::vector<std::optional<H::Stage>> br = specializeFor(H::Stage(tw), conds, t);
         for (size_t i = 0; i < br.size(); ++i)
           if (br[i])
-            blocks(*br[i], widths[i],
-                   i < dividing ? H::TailStrategy::GuardWithIf : H::TailStrategy::ShiftInwards);
+            blocks(*br[i], choices[i].vectors, choices[i].tail);
       }
       blocks(H::Stage(tw), 1);
-      // A last vector narrower than the rest is predicated (masked loads and stores): with
-      // GuardWithIf Halide computed it as a scalar loop per key (D = 24: 55 GFLOP/s).
-      ctpv.func.compute_at(tw, eo)
-          .store_in(H::MemoryType::Stack)
-          .bound_storage(e, vec * prm.valueVectors)
-          .bound_storage(qi, prm.valueRows)
-          .vectorize(e, vec, H::TailStrategy::Predicate)
-          .unroll(qi, prm.valueRows, H::TailStrategy::GuardWithIf);
-      H::Var bo(ctpv.name + "_bo"), bi(ctpv.name + "_bi"), ro(ctpv.name + "_bro"),
-          ri(ctpv.name + "_bri");
-      ctpv.func.update()
-          .split(e, bo, bi, vec, H::TailStrategy::Predicate)
-          .split(qi, ro, ri, prm.valueRows, H::TailStrategy::GuardWithIf)
-          .reorder(bi, bo, ri, ctpv.rvars[0], ro)
-          .vectorize(bi)
-          .unroll(bo)
-          .unroll(ri);
+      // (Predicated vectors only in the one-vector block under D's width; they did not make a
+      // partial vector's loop vectorised.)
+      sumInRegisterBlock(ctpv.func, e, qi, ctpv.rvars[0], H::LoopLevel(tw, eo), vec,
+                         prm.valueVectors, prm.valueRows, H::TailStrategy::Predicate, true);
     }
   }
 

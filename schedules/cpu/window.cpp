@@ -314,34 +314,11 @@ private:
     // place, as before.
     H::Func res = c.isOutput ? c.func : c.func.in();
     res.compute_root();
+    H::Stage upd = c.isOutput ? c.func.update() : H::Stage(res);
     if (c.isOutput) {
       H::Stage init = c.func;
       init.vectorize(e, vec, H::TailStrategy::GuardWithIf);
       init.parallel(fuseOuter(init, outer, "init_"));
-    } else {
-      res.split(i, io, ii, rowBlock, H::TailStrategy::GuardWithIf)
-          .split(e, eo, ei, vec * valueVectors, H::TailStrategy::GuardWithIf)
-          .reorder(ei, ii, eo, io)
-          .vectorize(ei, vec, H::TailStrategy::GuardWithIf)
-          .unroll(ii);
-      // (The rows' block loop outside the sum over keys, as in cpu-generic: inside it, LLVM
-      // could not keep the accumulators in registers across the keys.)
-      H::Var bo("bo"), bi("bi"), ro("ro"), ri("ri");
-      c.func.compute_at(res, eo)
-          .bound_storage(e, vec * valueVectors)
-          .bound_storage(i, rowBlock)
-          .vectorize(e, vec, H::TailStrategy::GuardWithIf)
-          .unroll(i, rowBlock, H::TailStrategy::GuardWithIf);
-      c.func.update()
-          .split(e, bo, bi, vec, H::TailStrategy::GuardWithIf)
-          .split(i, ro, ri, rowBlock, H::TailStrategy::GuardWithIf)
-          .reorder(bi, bo, ri, j, ro)
-          .vectorize(bi)
-          .unroll(bo)
-          .unroll(ri);
-    }
-    H::Stage upd = c.isOutput ? c.func.update() : H::Stage(res);
-    if (c.isOutput) {
       H::Var ev("ev"), el("el");
       upd.split(i, io, ii, rowBlock, H::TailStrategy::GuardWithIf)
           .split(e, eo, ei, vec * valueVectors, H::TailStrategy::GuardWithIf)
@@ -350,6 +327,14 @@ private:
           .vectorize(el)
           .unroll(ev)
           .unroll(ii);
+    } else {
+      upd.split(i, io, ii, rowBlock, H::TailStrategy::GuardWithIf)
+          .split(e, eo, ei, vec * valueVectors, H::TailStrategy::GuardWithIf)
+          .reorder(ei, ii, eo, io)
+          .vectorize(ei, vec, H::TailStrategy::GuardWithIf)
+          .unroll(ii);
+      sumInRegisterBlock(c.func, e, i, j, H::LoopLevel(res, eo), vec, valueVectors, rowBlock,
+                         H::TailStrategy::GuardWithIf, false);
     }
     // One window per step of the innermost outer index (wx), serial; the next (wy) and the rest,
     // fused (b, h), in parallel loops of their own. Fusing wy or wx with the others made Halide

@@ -280,6 +280,29 @@ std::optional<bool> Target::atRun(const Halide::Expr &cond) const {
 const char *const kRunSizesOnly =
     "attnc: this JIT-compiled kernel runs only at the sizes it was compiled for";
 
+void sumInRegisterBlock(Halide::Func f, const Halide::Var &e, const Halide::Var &i,
+                        const Halide::RVar &r, const Halide::LoopLevel &at, int vec, int vectors,
+                        int rows, Halide::TailStrategy tail, bool stack) {
+  f.compute_at(at);
+  if (stack)
+    f.store_in(Halide::MemoryType::Stack);
+  f.bound_storage(e, vec * vectors)
+      .bound_storage(i, rows)
+      .vectorize(e, vec, tail)
+      .unroll(i, rows, Halide::TailStrategy::GuardWithIf);
+  // (The rows' block loop outside the sum, as in cpu-generic: inside it, LLVM could not keep the
+  // accumulators in registers across the sum's steps.)
+  Halide::Var bo(f.name() + "_bo"), bi(f.name() + "_bi"), ro(f.name() + "_bro"),
+      ri(f.name() + "_bri");
+  f.update()
+      .split(e, bo, bi, vec, tail)
+      .split(i, ro, ri, rows, Halide::TailStrategy::GuardWithIf)
+      .reorder(bi, bo, ri, r, ro)
+      .vectorize(bi)
+      .unroll(bo)
+      .unroll(ri);
+}
+
 std::vector<std::optional<Halide::Stage>>
 specializeFor(Halide::Stage s, const std::vector<Halide::Expr> &conds, const Target &t) {
   std::vector<std::optional<Halide::Stage>> out(conds.size());

@@ -68,6 +68,15 @@ public:
 void scheduleGenericFunc(LoweredFunc &f, const Target &t, const ScheduleParams &params = {},
                          LoweredKernel *k = nullptr);
 std::vector<Knob> genericKnobs(const Target &t);
+// Computes the sum `f` (a pure definition and one update over `r`) at `at`, a loop of its
+// consumer over blocks of `e`, one block of up to `rows` rows of `i` by `vectors` vectors of `e`
+// at a time, into storage of constant size (on the stack with `stack`) that LLVM keeps in
+// registers across `r`; `tail` splits the block's vectors. A sum accumulated in a buffer whose
+// rows lie a distance apart known only at run time loaded and stored every accumulator per step
+// of `r` (cpu-window's and cpu-online's weighted sums at head dimensions not known when compiled).
+void sumInRegisterBlock(Halide::Func f, const Halide::Var &e, const Halide::Var &i,
+                        const Halide::RVar &r, const Halide::LoopLevel &at, int vec, int vectors,
+                        int rows, Halide::TailStrategy tail, bool stack);
 // Whether scheduleGenericFunc gives `f` a loop nest of its own (else it is inlined, knobs unused).
 bool genericSchedules(const LoweredFunc &f);
 // Whether `f`'s values call a float math function (exp, log, ...: what --emit=cost counts as
