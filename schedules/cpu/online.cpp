@@ -11,8 +11,9 @@
 //  - Scores 2 rows x 128 keys (16 zmm accumulators): 145; 4 rows: 93 (spills).
 //  - The tile's max and sum are reduced 16 lanes at a time (rfactor) into a buffer whose lane index
 //    is innermost: storing it lane-outermost made each step a scatter and cost 40%.
-//  - A head dimension known at compile time is worth 1.5x (unknown: ~90 GFLOP/s), so outputs get
-//    specialisations for D = 64 and 128.
+//  - A head dimension known at compile time was worth 1.5x (unknown: ~90 GFLOP/s), so outputs had
+//    specialisations for D = 64 and 128; since the exps x V product accumulates in register
+//    blocks of constant size (below), only decode steps keep them (end of scheduleGroup).
 // then in attnc (attn-bench, with a fuzzer loading the second core, so single-thread profiles):
 //  - Tile buffers hoisted to the task were sized by every key the task visits (32 x 2048 floats,
 //    rows 8 KiB apart); bounding their storage to one tile made them L1-resident.
@@ -131,7 +132,7 @@ H::Expr readPairs(const H::Expr &e, const std::string &src, H::Func pairs) {
 }
 
 // The head dimensions at which a pairable contraction reduces in pairs, as conditions on its
-// reduction's extent: those the output is specialised for (scheduleGroup's De).
+// reduction's extent: the contraction gets a specialisation for each.
 std::vector<H::Expr> pairDims(const LoweredFunc &C) {
   const H::Expr D = C.rvars[0].extent();
   return {D == 64, D == 128};
@@ -320,7 +321,7 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
     if (n == g.valueVar)
       valueExtent = e;
   // The value extent as the output's buffer states it where the online softmax is the output
-  // (the head-dimension specialisations below test that one, so that Halide folds both alike).
+  // (the bounds Halide infers for the output are in terms of it, so conditions on it fold).
   H::Expr blockDe = valueExtent;
   if (O.isOutput && !g.valueVar.empty() && O.varNames.back() == g.valueVar)
     blockDe = k.outputBuffer(O).dim(0).extent();
@@ -708,7 +709,6 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   // With at least a tile of keys, every key read is the tile's first key plus the slot (HalideGen
   // clamps slots only for fewer keys), so the tile loops are dense vector loads; causal attention
   // without this read its scores through gathers and ran at 0.9x sdpa's time instead of ~0.55x.
-  // A head dimension known at compile time lets Halide drop the value loop's tail handling.
   // Whole tiles under key ranges or query groups (padding, packed sequences) get a
   // specialisation of their own for at least a whole tile of keys: their loops over the tiles
   // are bounded by data, so Halide cannot learn Nk >= 256 from them (as it does from sdpa's
@@ -731,16 +731,17 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   for (const std::optional<H::Stage> &b : branches)
     if (b)
       full = b;
-  // The head-dimension copies are the whole-tile copy's where there is one: a JIT compile whose
-  // sizes have fewer keys than a tile (no whole-tile copy) runs the general copy, as ahead of time.
-  // An online softmax that is not an output (differential attention's two, read by the
-  // difference) takes the value extent from the algorithm: without a constant extent its tile
-  // buffers went to the heap, one allocation per tile (diff_attention B1 H8 N256 D64 E128, Zen 4,
-  // Halide profiler: 40% of the time in the two online outputs' loops and the allocator).
-  H::Expr De;
-  if (!g.valueVar.empty() && O.varNames.back() == g.valueVar && (full || !tiled))
-    De = O.isOutput ? k.outputBuffer(O).dim(0).extent() : valueExtent;
-  if (De.defined()) {
+
+  // A decode step's (rows with keys of their own) dot products along the head dimension, its
+  // exps x V and its state update are vector loops over D with a guarded tail: specialised for D =
+  // 64 and 128 there (paged_decode B8 H32 D128, Zen 5, one process: 12.2 ms with, 16.0 without).
+  // Rows that share keys accumulate in register blocks of constant size (the exps x V block
+  // above) and gain nothing from it (sdpa N2048, without / with: D64 0.998, D128 0.982; causal
+  // D64 0.999, D128 0.971), while its copies cost compile time (padding_mask 22.9 -> 28-34 s).
+  // The copies are the whole-tile copy's where there is one.
+  if (!g.rowsShareKeys && !g.valueVar.empty() && O.varNames.back() == g.valueVar &&
+      (full || !tiled)) {
+    H::Expr De = O.isOutput ? k.outputBuffer(O).dim(0).extent() : valueExtent;
     if (!full)
       specializeFor(H::Stage(O.func), {De == 64, De == 128}, t);
     for (const std::optional<H::Stage> &b : branches)
