@@ -360,9 +360,13 @@ std::vector<Knob> genericKnobs(const Target &t) {
 
 bool genericSchedules(const LoweredFunc &f) {
   // Pointwise helpers (scores, scaled values) are cheapest inlined into their consumers;
-  // reductions and softmax statistics are reused across a whole row, so they get storage.
+  // reductions and softmax statistics are reused across a whole row, so they get storage. So
+  // does a softmax's score that calls a transcendental: both the row's max and its exps read it,
+  // and inlined it was computed twice (dat_attn's rpe bias, sampled with floor: its max and exps
+  // were 25% of the kernel's time, DAT-T stage 3 on Zen 5).
   return f.isOutput || f.role == FuncRole::Reduction || f.role == FuncRole::SoftmaxMax ||
-         f.role == FuncRole::SoftmaxSum || f.role == FuncRole::SoftmaxExp;
+         f.role == FuncRole::SoftmaxSum || f.role == FuncRole::SoftmaxExp ||
+         (f.role == FuncRole::SoftmaxScore && callsTranscendental(f));
 }
 
 namespace {
