@@ -321,7 +321,8 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
     if (n == g.valueVar)
       valueExtent = e;
   // The value extent as the output's buffer states it where the online softmax is the output
-  // (the bounds Halide infers for the output are in terms of it, so conditions on it fold).
+  // (the bounds Halide infers for the output are in terms of it, so conditions on it fold); the
+  // exps x V blocks and a decode step's specialisations test it.
   H::Expr blockDe = valueExtent;
   if (O.isOutput && !g.valueVar.empty() && O.varNames.back() == g.valueVar)
     blockDe = k.outputBuffer(O).dim(0).extent();
@@ -741,12 +742,11 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   // The copies are the whole-tile copy's where there is one.
   if (!g.rowsShareKeys && !g.valueVar.empty() && O.varNames.back() == g.valueVar &&
       (full || !tiled)) {
-    H::Expr De = O.isOutput ? k.outputBuffer(O).dim(0).extent() : valueExtent;
     if (!full)
-      specializeFor(H::Stage(O.func), {De == 64, De == 128}, t);
+      specializeFor(H::Stage(O.func), {blockDe == 64, blockDe == 128}, t);
     for (const std::optional<H::Stage> &b : branches)
       if (b)
-        specializeFor(*b, {De == 64, De == 128}, t);
+        specializeFor(*b, {blockDe == 64, blockDe == 128}, t);
   }
 }
 
