@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 
 namespace attnc {
 namespace {
@@ -68,6 +69,94 @@ bool readsAlongInnermost(const LoweredFunc &f, const std::string &r) {
   for (const H::Expr &e : values.as_vector())
     e.accept(&v);
   return v.any && v.along;
+}
+
+// A read of a kernel input, in `f`'s update `s`, whose coordinate `arg` (Halide's order, not
+// the innermost) moves with `var` by one per step once clamps to bounds free of `var` are set
+// aside: NATTEN's keys at `min(max(x - ks / 2, 0), X - ks) + t` along the row x, its queries at
+// x. Vectorised along `var`, such a read is a strided load (or, clamped, a gather) from the input
+// as it is stored, and a contiguous one from a copy with that coordinate innermost; Halide's
+// loop partitioning (its clamped ramps are marked likely) runs the border vectors apart.
+struct RowRead {
+  size_t input; // in LoweredKernel::inputs
+  size_t arg;
+};
+
+// The reads of update `s` of `f` that use `var`, when every one of them is a kernel input's
+// read along `var` in its innermost coordinate (contiguous as it is) or a RowRead; else none.
+std::optional<std::vector<RowRead>> rowReads(const LoweredFunc &f, int s, const std::string &var,
+                                             const LoweredKernel &k) {
+  // `e` with each min/max against a bound free of `var` replaced by its other operand.
+  struct Unclamp : H::Internal::IRMutator {
+    const std::string &var;
+    explicit Unclamp(const std::string &v) : var(v) {}
+    using H::Internal::IRMutator::visit;
+    H::Expr unclamp(const H::Expr &a, const H::Expr &b, const H::Expr &whole) {
+      if (!H::Internal::expr_uses_var(b, var))
+        return mutate(a);
+      if (!H::Internal::expr_uses_var(a, var))
+        return mutate(b);
+      return whole;
+    }
+    H::Expr visit(const H::Internal::Min *op) override { return unclamp(op->a, op->b, op); }
+    H::Expr visit(const H::Internal::Max *op) override { return unclamp(op->a, op->b, op); }
+  };
+  struct Reads : H::Internal::IRGraphVisitor {
+    const std::string &var, &self; // (the update reads its own accumulator)
+    const LoweredKernel &k;
+    std::vector<RowRead> found;
+    bool ok = true;
+    Reads(const std::string &v, const std::string &f, const LoweredKernel &kk)
+        : var(v), self(f), k(kk) {}
+    using H::Internal::IRGraphVisitor::visit;
+    void visit(const H::Internal::Call *c) override {
+      H::Internal::IRGraphVisitor::visit(c);
+      if ((c->call_type != H::Internal::Call::Image && c->call_type != H::Internal::Call::Halide) ||
+          c->name == self)
+        return;
+      std::vector<size_t> uses;
+      for (size_t a = 0; a < c->args.size(); ++a)
+        if (H::Internal::expr_uses_var(c->args[a], var))
+          uses.push_back(a);
+      if (uses.empty())
+        return;
+      if (uses.size() != 1) {
+        ok = false;
+        return;
+      }
+      H::Expr v = H::Internal::Variable::make(H::Int(32), var);
+      Unclamp un(var);
+      H::Expr a = un.mutate(c->args[uses[0]]);
+      H::Expr step = H::Internal::simplify(H::Internal::substitute(var, v + 1, a) - a);
+      if (!H::Internal::is_const_one(step)) {
+        ok = false;
+        return;
+      }
+      if (uses[0] == 0 && H::Internal::is_const_one(H::Internal::simplify(
+                              H::Internal::substitute(var, v + 1, c->args[0]) - c->args[0])))
+        return; // contiguous as stored
+      for (size_t i = 0; i < k.inputs.size(); ++i)
+        if (c->name == k.inputs[i].param.name() || c->name == H::Func(k.inputs[i].param).name()) {
+          if (uses[0] == 0) {
+            ok = false; // clamped along the innermost: no copy would make it contiguous
+            return;
+          }
+          found.push_back({i, uses[0]});
+          return;
+        }
+      ok = false;
+    }
+  } r(var, f.func.name(), k);
+  const H::Tuple values = f.func.update_values(s);
+  for (const H::Expr &e : values.as_vector())
+    e.accept(&r);
+  if (!r.ok || r.found.empty())
+    return std::nullopt;
+  for (const RowRead &a : r.found)
+    for (const RowRead &b : r.found)
+      if (a.input == b.input && a.arg != b.arg)
+        return std::nullopt; // one copy cannot put two coordinates innermost
+  return r.found;
 }
 
 // The partial sums of a channel dot product by default: half a vector, at least 4 lanes (the
@@ -132,6 +221,8 @@ public:
           kb.dflt = v;
     // The partial sums of a dot product along the channels (below, where the row gathers).
     ks.push_back({"window.dot_lanes", {4, 8, 16}, defaultDotLanes(t)});
+    // The lanes of a contraction vectorised along the row (vectorizeAlongRow).
+    ks.push_back({"window.row_lanes", {4, 8, 16}, kRowLanes});
     return ks;
   }
 
@@ -165,6 +256,7 @@ public:
     // projections along the row, and its part's plan is 14% faster (4.7 against 5.5 ms at
     // 56x56, Zen 4, alternating runs in one process).
     std::vector<FuncIndex> contractions = w.scoreDefs;
+    bool alongRow = false; // a contraction vectorised along the row (vectorizeAlongRow)
     if (c.vars.size() >= 5)
       for (FuncIndex part : w.parts) {
         const LoweredFunc &f = k.funcs[part];
@@ -225,6 +317,14 @@ public:
       for (const H::Var &a : f.func.args())
         if (a.name() != x.name())
           storage.push_back(a);
+      if (f.func.num_update_definitions() == 1 && f.rvars.size() == 1 &&
+          it + 1 != f.varNames.end() && gathersAlong(f, 0, x.name()))
+        if (std::optional<std::vector<RowRead>> reads = rowReads(f, 0, x.name(), k)) {
+          vectorizeAlongRow(f, x, storage, *reads, H::LoopLevel(c.func, row), k,
+                            params.get("window.row_lanes", kRowLanes));
+          alongRow = true;
+          continue;
+        }
       f.func.reorder_storage(storage);
       f.func.vectorize(x, vec, H::TailStrategy::GuardWithIf);
       for (int s = 0; s < f.func.num_update_definitions(); ++s) {
@@ -264,14 +364,125 @@ public:
       if (it == f->varNames.end())
         continue;
       H::Var x = f->vars[it - f->varNames.begin()];
+      // With a contraction along the row, its statistics and exps are stored row innermost too:
+      // stored as declared, each vector of the row was a scatter (49 floats apart at ks 7).
+      if (alongRow) {
+        std::vector<H::Var> storage{x};
+        for (const H::Var &a : f->func.args())
+          if (a.name() != x.name())
+            storage.push_back(a);
+        f->func.reorder_storage(storage);
+      }
       for (int s = 0; s <= f->func.num_update_definitions(); ++s) {
         H::Stage st = s == 0 ? H::Stage(f->func) : f->func.update(s - 1);
         st.vectorize(x, vec, H::TailStrategy::GuardWithIf);
       }
     }
+    // With a contraction along the row, the probabilities once per row, vectorised along it:
+    // inlined into the weighted sum they were a scalar division per multiply-add. NATTEN (B1
+    // NH2 56x56 D32 ks 7, Xeon with AMX, in one process against the dot products along the
+    // channels): 0.72x the time without this and the storage above, 0.64x with them; 14x14
+    // NH8 1.06x and 0.98x.
+    if (alongRow)
+      for (FuncIndex part : w.parts)
+        if (k.funcs[part].role == FuncRole::SoftmaxMax)
+          if (LoweredFunc *p = k.find(k.funcs[part].definition); p && !p->isOutput) {
+            auto it = std::find(p->varNames.begin(), p->varNames.end(), w.rowVar);
+            if (it == p->varNames.end())
+              continue;
+            H::Var x = p->vars[it - p->varNames.begin()];
+            std::vector<H::Var> storage{x};
+            for (const H::Var &a : p->func.args())
+              if (a.name() != x.name())
+                storage.push_back(a);
+            p->func.compute_at(c.func, row)
+                .reorder_storage(storage)
+                .vectorize(x, vec, H::TailStrategy::GuardWithIf);
+          }
   }
 
 private:
+  // A window's score contraction (a dot product per query and offset) vectorised along the row
+  // (the queries), with the inputs it reads along the row copied so that the row is their
+  // innermost coordinate: each step of the reduction is then one vector of queries times one
+  // vector of keys per window offset, with no horizontal sum. The last offset index (the window's
+  // columns) is unrolled, one accumulator per column, so that the reduction's multiply-adds are
+  // independent chains held in registers; each query vector is loaded once for them all.
+  // Where a window's start is clamped (NATTEN's borders), the vectors whose queries straddle the
+  // clamp read their keys lane by lane (Halide's loop partitioning keeps the others dense), so
+  // their cost grows with the lanes while the rest do not: the vectors are kRowLanes wide. NATTEN
+  // (B1 NH2 56x56 and B1 NH8 14x14, D32 ks 7; Intel Xeon with AMX, family 6 model 167, 2
+  // threads), time against the dot products along the channels in one process, with the
+  // probabilities and storage below: 16 lanes 0.99x and 1.97x, 4 lanes 0.64x and 0.98x (8 lanes
+  // without them 0.85x and 1.54x, 4 lanes 0.72x and 1.06x).
+  static void vectorizeAlongRow(LoweredFunc &f, const H::Var &x, const std::vector<H::Var> &storage,
+                                const std::vector<RowRead> &reads, const H::LoopLevel &row,
+                                LoweredKernel &k, int vec) {
+    std::set<size_t> copied;
+    for (const RowRead &r : reads) {
+      if (!copied.insert(r.input).second)
+        continue;
+      H::Func cp = k.inputs[r.input].param.in(f.func);
+      std::vector<H::Var> cs = cp.args();
+      std::swap(cs[0], cs[r.arg]);
+      // Copied in square tiles, vectorised along the copy's rows and unrolled along its columns,
+      // as cpu-generic copies a transposed weight: Halide loads the source as dense vectors and
+      // transposes them in registers. Once per call, every tile in parallel.
+      H::Var xo(cp.name() + "_xo"), yo(cp.name() + "_yo"), xi(cp.name() + "_xi"),
+          yi(cp.name() + "_yi");
+      std::vector<H::VarOrRVar> order{xi, yi, xo, yo};
+      std::vector<H::Var> outer;
+      for (size_t j = 1; j < cs.size(); ++j)
+        if (j != r.arg)
+          outer.push_back(cs[j]);
+      order.insert(order.end(), outer.begin(), outer.end());
+      cp.compute_root()
+          .reorder_storage(cs)
+          .tile(cs[0], cs[r.arg], xo, yo, xi, yi, vec, vec, H::TailStrategy::GuardWithIf)
+          .reorder(order)
+          .vectorize(xi)
+          .unroll(yi);
+      H::VarOrRVar last = outer.empty() ? H::VarOrRVar(yo) : H::VarOrRVar(outer.back());
+      for (int j = (int)outer.size() - 2; j >= 0; --j) {
+        H::Var fused(cp.name() + "_f" + std::to_string(j));
+        cp.fuse(outer[j], last.var, fused);
+        last = fused;
+      }
+      cp.parallel(last);
+    }
+    // The sum one block at a time (a vector of queries by kRowColumns columns of the window),
+    // in registers across the reduction; a wrapper at the consumer's row holds the row's scores,
+    // the row innermost, for the softmax (vectorised along the row too).
+    H::Func res = f.func.in();
+    H::Var col = f.vars.back(), xo(f.name + "_xo"), xv(f.name + "_xv"), co(f.name + "_co"),
+           ci(f.name + "_ci");
+    // (Innermost first: the query vector, the block's columns, the blocks of columns, the other
+    // offsets, the query vectors, then the rest: one point of them per row.)
+    const size_t xi =
+        std::find(f.varNames.begin(), f.varNames.end(), x.name()) - f.varNames.begin();
+    std::vector<H::VarOrRVar> order{xv, ci, co};
+    for (size_t j = f.vars.size() - 2; j > xi; --j)
+      order.push_back(f.vars[j]);
+    order.push_back(xo);
+    for (size_t j = xi; j-- > 0;)
+      order.push_back(f.vars[j]);
+    res.compute_at(row)
+        .reorder_storage(storage)
+        .split(x, xo, xv, vec, H::TailStrategy::GuardWithIf)
+        .split(col, co, ci, kRowColumns, H::TailStrategy::GuardWithIf)
+        .reorder(order)
+        .vectorize(xv)
+        .unroll(ci);
+    f.func.reorder_storage(storage);
+    sumInRegisterBlock(f.func, x, col, f.rvars[0], H::LoopLevel(res, co), vec, 1, kRowColumns,
+                       H::TailStrategy::GuardWithIf, true);
+  }
+  // Window columns per unrolled block: NATTEN's 7 (ks) fit one block of 8 accumulators, which
+  // leave registers for the query vector and the keys' on every x86 target (16 or 32).
+  static constexpr int kRowColumns = 8;
+  // Lanes of a contraction vectorised along the row (knob window.row_lanes; see above).
+  static constexpr int kRowLanes = 4;
+
   // A window-partitioned softmax: per batch point (b, h, window), a whole small attention of
   // `rows` queries against the window's keys, scheduled as cpu-dense schedules a query tile: the
   // scores of the window (rows x keys) and their statistics computed per batch point, the copies
