@@ -159,6 +159,15 @@ std::optional<std::vector<RowRead>> rowReads(const LoweredFunc &f, int s, const 
   return r.found;
 }
 
+// `f`'s indices in Halide's storage order with `x` innermost and the others as they were.
+std::vector<H::Var> innermostFirst(const H::Func &f, const H::Var &x) {
+  std::vector<H::Var> storage{x};
+  for (const H::Var &a : f.args())
+    if (a.name() != x.name())
+      storage.push_back(a);
+  return storage;
+}
+
 // The partial sums of a channel dot product by default: half a vector, at least 4 lanes (the
 // measurements are at the rfactor in CpuWindowRule::apply).
 int defaultDotLanes(const Target &t) { return std::max(t.floatLanes / 2, 4); }
@@ -313,10 +322,7 @@ public:
       if (it == f.varNames.end())
         continue;
       H::Var x = f.vars[it - f.varNames.begin()];
-      std::vector<H::Var> storage{x};
-      for (const H::Var &a : f.func.args())
-        if (a.name() != x.name())
-          storage.push_back(a);
+      const std::vector<H::Var> storage = innermostFirst(f.func, x);
       if (f.func.num_update_definitions() == 1 && f.rvars.size() == 1 &&
           it + 1 != f.varNames.end() && gathersAlong(f, 0, x.name()))
         if (std::optional<std::vector<RowRead>> reads = rowReads(f, 0, x.name(), k)) {
@@ -366,13 +372,8 @@ public:
       H::Var x = f->vars[it - f->varNames.begin()];
       // With a contraction along the row, its statistics and exps are stored row innermost too:
       // stored as declared, each vector of the row was a scatter (49 floats apart at ks 7).
-      if (alongRow) {
-        std::vector<H::Var> storage{x};
-        for (const H::Var &a : f->func.args())
-          if (a.name() != x.name())
-            storage.push_back(a);
-        f->func.reorder_storage(storage);
-      }
+      if (alongRow)
+        f->func.reorder_storage(innermostFirst(f->func, x));
       for (int s = 0; s <= f->func.num_update_definitions(); ++s) {
         H::Stage st = s == 0 ? H::Stage(f->func) : f->func.update(s - 1);
         st.vectorize(x, vec, H::TailStrategy::GuardWithIf);
@@ -391,12 +392,8 @@ public:
             if (it == p->varNames.end())
               continue;
             H::Var x = p->vars[it - p->varNames.begin()];
-            std::vector<H::Var> storage{x};
-            for (const H::Var &a : p->func.args())
-              if (a.name() != x.name())
-                storage.push_back(a);
             p->func.compute_at(c.func, row)
-                .reorder_storage(storage)
+                .reorder_storage(innermostFirst(p->func, x))
                 .vectorize(x, vec, H::TailStrategy::GuardWithIf);
           }
   }
@@ -579,12 +576,8 @@ private:
         return std::nullopt;
       return f.vars[it - f.varNames.begin()];
     };
-    auto keyInnermost = [&](LoweredFunc &f, const H::Var &x) {
-      std::vector<H::Var> storage{x};
-      for (const H::Var &a : f.func.args())
-        if (a.name() != x.name())
-          storage.push_back(a);
-      f.func.reorder_storage(storage);
+    auto keyInnermost = [](LoweredFunc &f, const H::Var &x) {
+      f.func.reorder_storage(innermostFirst(f.func, x));
     };
 
     for (FuncIndex d : w.scoreDefs) {
