@@ -373,15 +373,17 @@ bool reusedCostly(const LoweredFunc &f, const LoweredKernel &k) {
       continue;
     for (int s = 0; s <= g.func.num_update_definitions(); ++s) {
       // Tuple-valued Funcs (an online softmax's state, its tile ranges) too. The loops are the
-      // definition's own (pure and reduction indices; each update has its own domain), read
-      // before any Func is scheduled (apply decides for every Func first).
+      // definition's own pure and reduction indices (each update has its own domain), as they
+      // are before any split: the same answer whichever Funcs a rule has scheduled already.
       const H::Internal::Definition &def =
           s == 0 ? g.func.function().definition() : g.func.function().updates()[s - 1];
       const H::Tuple values = s == 0 ? g.func.values() : g.func.update_values(s - 1);
       std::vector<std::string> loops;
-      for (const H::Internal::Dim &d : def.schedule().dims())
-        if (d.var != H::Var::outermost().name())
-          loops.push_back(d.var);
+      for (const H::Expr &a : def.args())
+        if (const auto *v = a.as<H::Internal::Variable>())
+          loops.push_back(v->name);
+      for (const H::Internal::ReductionVariable &r : def.schedule().rvars())
+        loops.push_back(r.var);
       CallsIn ci;
       for (const H::Expr &v : values.as_vector())
         v.accept(&ci);
@@ -415,15 +417,8 @@ public:
 
   void apply(const Match &, LoweredKernel &k, const Target &t,
              const ScheduleParams &params) const override {
-    std::vector<bool> stored(k.funcs.size());
-    for (size_t i = 0; i < k.funcs.size(); ++i)
-      stored[i] = !genericSchedules(k.funcs[i]) && reusedCostly(k.funcs[i], k);
-    for (size_t i = 0; i < k.funcs.size(); ++i) {
-      if (genericSchedules(k.funcs[i]))
-        scheduleGenericFunc(k.funcs[i], t, params, &k);
-      else if (stored[i])
-        scheduleStored(k.funcs[i], t, params, &k);
-    }
+    for (LoweredFunc &f : k.funcs)
+      scheduleGenericFunc(f, t, params, &k);
   }
 };
 
@@ -496,7 +491,11 @@ void scheduleStored(LoweredFunc &f, const Target &t, const ScheduleParams &param
 
 void scheduleGenericFunc(LoweredFunc &f, const Target &t, const ScheduleParams &params,
                          LoweredKernel *k) {
-  if (genericSchedules(f))
+  // (Costly pointwise Funcs by every rule that hands Funcs to this one: ViT-B's encoder block,
+  // under cpu-online, inlined its GELU (an erf per element) into the second MLP layer's sum,
+  // which recomputed it for every block of 32 outputs: --emit=cost 5.1e7 transcendental calls
+  // against the algorithm's 3.0e5, two thirds of the kernel's time by perf.)
+  if (genericSchedules(f) || (k && reusedCostly(f, *k)))
     scheduleStored(f, t, params, k);
 }
 
