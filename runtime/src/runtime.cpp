@@ -6,6 +6,7 @@
 #include <HalideRuntime.h>
 #include <dlfcn.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -971,8 +972,22 @@ void fill_buffer(const TensorView &v, halide_buffer_t *buf, halide_dimension_t *
 }
 } // namespace
 
+bool request_tile_state() {
+  // (The answer is the same for every thread: the permission is the process's.)
+  static const bool granted = [] {
+#if defined(__linux__) && defined(__x86_64__)
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+  }();
+  return granted;
+}
+
 Status call(const KernelDesc &k, const std::vector<TensorView> &inputs,
             const std::vector<TensorView> &outputs) {
+  request_tile_state();
   Status s = validate_call(k, inputs, outputs);
   if (!s.ok())
     return s;

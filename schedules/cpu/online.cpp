@@ -228,6 +228,243 @@ std::vector<LoweredFunc> cloneContractions(LoweredKernel &k, const OnlinePattern
   return out;
 }
 
+// AMX score tiles (Target::amx; online.bf16_dot = 3, its default there): a pairable contraction
+// (pairableKeyRead) of a chain whose tiles are whole (every tile T keys from a multiple of T:
+// sdpa's 256-key tiles) computed by Halide's AMX tiles. Its consumers read a wrapper (the score
+// tile, 16 x 16 blocks) that stores each block of `A`, the product kept in a tile register:
+// A(key, row) += f32(qa(d, row)) * f32(panel(d % 2, key % 16, d / 2, key / 16)) over d in
+// [0, D rounded up to 32), tdpbf16ps's 32 values of d per step. The operands:
+// - panel: the key input per head in panels of 16 keys ([key / 16][d / 2][key % 16][d % 2]), the
+//   layout of tdpbf16ps's right operand: Halide 21 recognises the product only where that
+//   operand's rows (one per pair of d) lie a constant stride apart (the pairs' copy's stride is
+//   the key count: "Store to AMX tile allocation of a non-tile value"), and panels of 16 keys
+//   make it 64 bytes. key / 16 and key % 16 simplify because the tiles start at multiples of T.
+// - qa: the query rows of the task, rows past the last clamped to it and d past D zero (as the
+//   panel's): the blocks are whole 16 x 16 tiles (rounded up, AMX has no partial tile here), and
+//   zeros add nothing to a sum.
+// tdpbf16ps multiplies exactly (a product of two bf16 values fits an f32) and, like vdpbf16ps,
+// reads bf16 subnormals as zero.
+// Route (#22 item 3): Halide's own AMX support, not a library micro-kernel called as an extern
+// stage, keeps the tile products inside the online softmax's tile loop, next to its exps, with
+// no call per tile. What Halide 21's AMX pass needs, found by trying (its failures are compile
+// errors, so the rule offers only what matches): whole 16 x 16 result tiles (align_bounds, and
+// copies that read rows and keys past the ends clamped), a reduction split in steps of 32 bf16
+// values exactly (zero-padded), a right operand whose rows lie a constant stride apart and whose
+// index is one ramp (a whole-head copy in panels of 16 keys left key / 16 as a separate term and
+// was not recognised; so a copy per tile, from the whole-head one, with a constant extent).
+// Measured on an Intel Xeon with AMX (family 6 model 167, 2 threads), attn-bench, sdpa bf16 B1
+// H8 N2048 D64: 57.0 ms with vdpbf16ps pairs (the f32 build 53.2: on this core vdpbf16ps issues
+// at half an FMA's rate, so pairs gain nothing), 52.3 with the scores on AMX tiles, 35.5 with
+// the exps x V product too (1.40x the f32 build; PyTorch's bf16 SDPA 15.1 ms). Halide's
+// profiler after: the exps 25%, splitting them into parts ~15%, the per-tile copies ~10%.
+struct TileScore {
+  H::Func panel, tilePanel, qa, product, scores;
+  H::RDom d; // the product's reduction
+};
+std::optional<TileScore> tileScore(LoweredFunc &C, LoweredKernel &k, const KernelParam &keyIn,
+                                   const std::string &key, const std::string &queryVar,
+                                   std::map<std::string, H::Func> &panels) {
+  namespace I = H::Internal;
+  const std::vector<H::Var> args = C.func.args();
+  if (args.size() < 2 || args[0].name() != varNamed(C, key).name() ||
+      args[1].name() != varNamed(C, queryVar).name())
+    return std::nullopt;
+  const auto *mul = C.func.update_value(0).as<I::Add>()->b.as<I::Mul>();
+  const I::Call *x = widenedBF16Read(mul->a), *y = widenedBF16Read(mul->b);
+  const std::string keyName = H::Func(keyIn.param).name();
+  if (x->name != keyName)
+    std::swap(x, y);
+  // The other operand: an input read at (d, row, ...), d only there.
+  const KernelParam *qIn = nullptr;
+  for (KernelParam &p : k.inputs)
+    if (y->name == H::Func(p.param).name() && p.name != keyIn.name)
+      qIn = &p;
+  const H::RVar d = C.rvars[0];
+  auto isVar = [](const H::Expr &e, const std::string &n) {
+    const auto *v = e.as<I::Variable>();
+    return v && v->name == n;
+  };
+  if (!qIn || y->args.size() < 2 || !isVar(y->args[0], d.name()) ||
+      !isVar(y->args[1], varNamed(C, queryVar).name()) || x->args.size() < 2)
+    return std::nullopt;
+  for (size_t n = 2; n < y->args.size(); ++n)
+    if (I::expr_uses_var(y->args[n], d.name()))
+      return std::nullopt;
+  for (size_t n = 2; n < x->args.size(); ++n)
+    if (I::expr_uses_var(x->args[n], d.name()))
+      return std::nullopt;
+
+  const H::Expr D = d.extent(), Dp = (D + 31) / 32 * 32;
+  const H::Expr zero = I::make_zero(H::BFloat(16));
+  TileScore ts;
+  auto [it, fresh] = panels.try_emplace(keyName, H::Func(keyIn.param.name() + "_amx_pairs"));
+  ts.panel = it->second;
+  if (fresh) {
+    const std::string n = keyIn.param.name();
+    std::vector<H::Var> a{H::Var(n + "_dl"), H::Var(n + "_j"), H::Var(n + "_dp")};
+    H::Expr dv = 2 * a[2] + a[0];
+    std::vector<H::Expr> from{H::min(dv, keyIn.param.dim(0).extent() - 1),
+                              H::min(a[1], keyIn.param.dim(1).extent() - 1)};
+    for (int e = 2; e < keyIn.param.dimensions(); ++e) {
+      a.push_back(H::Var(n + "_" + std::to_string(e)));
+      from.push_back(a.back());
+    }
+    ts.panel(a) = H::select(dv < D, H::Func(keyIn.param)(from), zero);
+  }
+  {
+    const std::string n = C.name + "_rows";
+    std::vector<H::Var> a;
+    std::vector<H::Expr> from;
+    for (size_t e = 0; e < y->args.size(); ++e) {
+      a.push_back(H::Var(n + "_" + std::to_string(e)));
+      from.push_back(a.back());
+    }
+    from[0] = H::min(a[0], qIn->param.dim(0).extent() - 1);
+    from[1] = H::min(a[1], qIn->param.dim(1).extent() - 1);
+    ts.qa = H::Func(n);
+    ts.qa(a) = H::select(a[0] < D, H::Func(qIn->param)(from), zero);
+  }
+  H::RDom r(0, Dp, C.name + "_amx_d");
+  ts.d = r;
+  std::vector<H::Expr> kAt{r.x % 2, args[0], r.x / 2};
+  kAt.insert(kAt.end(), x->args.begin() + 2, x->args.end());
+  std::vector<H::Expr> qAt{r.x};
+  qAt.insert(qAt.end(), y->args.begin() + 1, y->args.end());
+  ts.product = H::Func(C.name + "_amx");
+  ts.product(args) = 0.0f;
+  ts.product(args) += H::cast<float>(ts.qa(qAt)) * H::cast<float>(ts.panel(kAt));
+  ts.tilePanel = ts.panel.in(ts.product);
+  // The consumers read the tile wrapper, which stores the product's tiles.
+  ts.scores = C.func.in();
+  std::vector<H::Expr> at;
+  for (const H::Var &v : ts.scores.args())
+    at.push_back(v);
+  ts.scores.function().definition().values()[0] = ts.product(at);
+  return ts;
+}
+
+// AMX exps x values (the tiles of a chain whose scores tileScore computes): the tile's exps are
+// f32, and AMX multiplies bf16, so each exp is split into three bf16 parts, t = hi + mid + lo
+// exactly (hi = bf16(t); mid = bf16(t - hi), exact in f32 as it has at most 16 significant bits;
+// lo = t - hi - mid, at most 8), and the tile's product is three AMX products into one tile
+// register: the f32 product's result to f32 rounding, not bf16's (PyTorch and FlashAttention
+// round the exps to bf16 instead). The values' right operand is a copy per block of 16 value
+// indices in pairs of keys ([key / 2][e % 16][key % 2], a constant 64-byte row stride, as
+// tileScore's panels), zero past D.
+struct TileValues {
+  H::Func values, parts[3], product, sums;
+  H::RDom u;
+};
+std::optional<TileValues> tileValues(LoweredFunc &tpv, const LoweredFunc &texp, LoweredKernel &k,
+                                     const std::string &valueVar, const std::string &queryVar,
+                                     H::Expr Nq, int T) {
+  namespace I = H::Internal;
+  if (T % 32 != 0 || !Nq.defined() || tpv.func.num_update_definitions() != 1 ||
+      tpv.rvars.size() != 1 || tpv.func.update_values(0).size() != 1)
+    return std::nullopt;
+  const auto *add = tpv.func.update_value(0).as<I::Add>();
+  const auto *self = add ? add->a.as<I::Call>() : nullptr;
+  const auto *mul = add ? add->b.as<I::Mul>() : nullptr;
+  if (!self || self->name != tpv.func.name() || !mul)
+    return std::nullopt;
+  const I::Call *e = mul->a.as<I::Call>(), *v = widenedBF16Read(mul->b);
+  if (!e || !v) {
+    e = mul->b.as<I::Call>(), v = widenedBF16Read(mul->a);
+    if (!e || !v)
+      return std::nullopt;
+  }
+  const KernelParam *vIn = nullptr;
+  for (KernelParam &p : k.inputs)
+    if (v->name == H::Func(p.param).name())
+      vIn = &p;
+  const std::string un = tpv.rvars[0].name();
+  auto isVar = [](const H::Expr &x, const std::string &n) {
+    const auto *var = x.as<I::Variable>();
+    return var && var->name == n;
+  };
+  H::Var ev = varNamed(tpv, valueVar), iv = varNamed(tpv, queryVar);
+  if (e->name != texp.func.name() || !vIn || v->args.size() < 2 || !isVar(v->args[0], ev.name()) ||
+      !ev.name().size() || !iv.name().size())
+    return std::nullopt;
+  int keyArgs = 0, rowArgs = 0;
+  for (const H::Expr &a : e->args) {
+    keyArgs += isVar(a, un);
+    rowArgs += isVar(a, iv.name());
+    if (!isVar(a, un) && I::expr_uses_var(a, un))
+      return std::nullopt;
+  }
+  for (size_t n = 2; n < v->args.size(); ++n)
+    if (I::expr_uses_var(v->args[n], un))
+      return std::nullopt;
+  if (keyArgs != 1 || rowArgs != 1)
+    return std::nullopt;
+
+  std::vector<H::Var> others; // tpv's indices but the value index and the row
+  for (const H::Var &a : tpv.func.args())
+    if (a.name() != ev.name() && a.name() != iv.name())
+      others.push_back(a);
+  const std::string n = tpv.name;
+  const H::Expr zero = I::make_zero(H::BFloat(16));
+  TileValues tv;
+  {
+    H::Var kl(n + "_kl"), kp(n + "_kp");
+    std::vector<H::Var> a{kl, ev, kp};
+    a.insert(a.end(), others.begin(), others.end());
+    const H::Expr De = vIn->param.dim(0).extent();
+    std::vector<H::Expr> from{H::min(ev, De - 1)};
+    // The key without HalideGen's promise that it is inside the keys (a per-lane call to Halide:
+    // the two keys of a pair were two strided stores, not one interleaved vector), clamped
+    // instead (scalar here), as Halide bounds the reads of a chain that has no tile (Nk < T).
+    struct Unpromise : I::IRMutator {
+      using I::IRMutator::visit;
+      H::Expr visit(const I::Call *c) override {
+        if (c->is_intrinsic(I::Call::unsafe_promise_clamped))
+          return mutate(c->args[0]);
+        return I::IRMutator::visit(c);
+      }
+    } unpromise;
+    from.push_back(H::min(unpromise.mutate(I::substitute(un, 2 * kp + kl, v->args[1])),
+                          vIn->param.dim(1).extent() - 1));
+    for (size_t m = 2; m < v->args.size(); ++m)
+      from.push_back(v->args[m]);
+    tv.values = H::Func(n + "_amx_values");
+    tv.values(a) = H::select(ev < De, H::Func(vIn->param)(from), zero);
+  }
+  {
+    H::Var uu(n + "_u");
+    std::vector<H::Var> a{uu, iv};
+    a.insert(a.end(), others.begin(), others.end());
+    std::vector<H::Expr> at;
+    for (const H::Expr &x : e->args)
+      at.push_back(isVar(x, un) ? H::Expr(uu) : isVar(x, iv.name()) ? H::min(iv, Nq - 1) : x);
+    H::Expr t = texp.func(at);
+    const char *part[3] = {"_hi", "_mid", "_lo"};
+    for (int m = 0; m < 3; ++m)
+      tv.parts[m] = H::Func(n + "_amx" + part[m]);
+    tv.parts[0](a) = narrowStorage(t, DType::BF16);
+    H::Expr hi = widenStorage(tv.parts[0](a));
+    tv.parts[1](a) = narrowStorage(t - hi, DType::BF16);
+    tv.parts[2](a) = narrowStorage(t - hi - widenStorage(tv.parts[1](a)), DType::BF16);
+  }
+  std::vector<H::Var> pa{ev, iv};
+  pa.insert(pa.end(), others.begin(), others.end());
+  H::RDom r(0, T, n + "_amx_u");
+  tv.u = r;
+  std::vector<H::Expr> pAt{r.x, iv}, vAt{r.x % 2, ev, r.x / 2};
+  pAt.insert(pAt.end(), others.begin(), others.end());
+  vAt.insert(vAt.end(), others.begin(), others.end());
+  tv.product = H::Func(n + "_amx");
+  tv.product(pa) = 0.0f;
+  for (int m = 0; m < 3; ++m)
+    tv.product(pa) += H::cast<float>(tv.parts[m](pAt)) * H::cast<float>(tv.values(vAt));
+  tv.sums = tpv.func.in();
+  std::vector<H::Expr> at;
+  for (const H::Var &a : pa)
+    at.push_back(a);
+  tv.sums.function().definition().values()[0] = tv.product(at);
+  return tv;
+}
+
 void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
                    const OnlineParams &prm, const ScheduleParams &params) {
   const int vec = t.floatLanes;
@@ -361,8 +598,13 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   // bf16 21.3 ms with pairs, 26.6 without, f32 29.4; causal 15.3, 18.0, f32 21.2. Halide's
   // profiler, sdpa: the score GEMM 8.7 ms in f32 (~490 GFLOP/s, the FMA peak), 5.4 ms in pairs
   // (~800 GFLOP/s); the exps x V GEMM (f32 exps, bf16 V) is the same in both.
-  const bool pairsOn = t.bf16Dot && g.rowsShareKeys && params.get("online.bf16_dot", 2) == 2;
-  std::map<std::string, H::Func> keyPairs; // by the key input's Func name (k_im)
+  // online.bf16_dot = 3: AMX tiles (tileScore) where the target has them and a chain's tiles
+  // allow, pairs elsewhere.
+  const int dotKind = params.get("online.bf16_dot", t.amx ? 3 : 2);
+  const bool pairsOn = t.bf16Dot && g.rowsShareKeys && dotKind >= 2;
+  const bool tilesOn = pairsOn && t.amx && dotKind == 3;
+  std::map<std::string, H::Func> keyPairs;  // by the key input's Func name (k_im)
+  std::map<std::string, H::Func> keyPanels; // tileScore's, likewise
   for (const OnlineChain &c : G.chains) {
     std::vector<LoweredFunc *> &mine = chainContractions[c.stage];
     if (c.score == masked.score) {
@@ -407,6 +649,7 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
           f.bound_storage(a, G.grouped ? G.queryGroup : prm.queryTile);
     };
     // Scores: rows x T keys per step, the keys as one T-wide vector (T/vec registers per row).
+    bool tiledScores = false; // by tileScore
     for (LoweredFunc *C : chainContractions[c.stage]) {
       if (!hasVar(*C, key)) {
         C->func.compute_at(tile);
@@ -417,6 +660,43 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
       // dimension (keyPairs) when the target has a bf16 dot product; other reads go through the
       // transposed copy below.
       const KernelParam *paired = pairsOn ? pairableKeyRead(*C, k, g.keyInputs, key) : nullptr;
+      std::optional<TileScore> ts;
+      if (paired && tilesOn && wholeTiles && c.full && !c.groupWhole && !G.grouped &&
+          !G.keyRanged && T % 16 == 0 && prm.queryTile % 16 == 0)
+        ts = tileScore(*C, k, *paired, key, g.queryVar, keyPanels);
+      if (ts) {
+        tiledScores = true;
+        H::Func W = ts->scores;
+        place(W, C->vars);
+        H::Var kv = varNamed(*C, key), qv = varNamed(*C, g.queryVar);
+        W.bound_storage(kv, T).store_in(H::MemoryType::Stack);
+        const std::string n = C->name;
+        H::Var kvi(n + "_tk"), qvi(n + "_tq"), pk(n + "_pk"), pq(n + "_pq"), zk(n + "_zk"),
+            zq(n + "_zq");
+        W.align_bounds(kv, 16).align_bounds(qv, 16);
+        W.tile(kv, qv, kvi, qvi, 16, 16, H::TailStrategy::RoundUp).vectorize(kvi).vectorize(qvi);
+        H::RVar dO(n + "_amx_do"), dI(n + "_amx_di");
+        ts->product.compute_at(W, kv).store_in(H::MemoryType::AMXTile);
+        ts->product.update()
+            .tile(kv, qv, pk, pq, 16, 16, H::TailStrategy::GuardWithIf)
+            .split(ts->d.x, dO, dI, 32)
+            .reorder({dI, pk, pq, dO, kv, qv})
+            .atomic()
+            .vectorize(dI)
+            .vectorize(pk)
+            .vectorize(pq);
+        ts->product.tile(kv, qv, zk, zq, 16, 16).vectorize(zk).vectorize(zq);
+        ts->qa.compute_at(task).vectorize(ts->qa.args()[0], 2 * vec, H::TailStrategy::GuardWithIf);
+        {
+          std::vector<H::Var> a = ts->tilePanel.args();
+          ts->tilePanel.compute_at(tile)
+              .bound_storage(a[1], T)
+              .store_in(H::MemoryType::Stack)
+              .vectorize(a[0])
+              .vectorize(a[1], vec, H::TailStrategy::GuardWithIf);
+        }
+        continue;
+      }
       if (paired) {
         auto [it, fresh] = keyPairs.try_emplace(H::Func(paired->param).name(),
                                                 H::Func(paired->param.name() + "_pairs"));
@@ -574,6 +854,60 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
     // 80 180 -> 265 (1.52x), 96 163 -> 294 (1.68x); 64 and 128 unchanged (294-303, 318-352);
     // D = 8 stays at 21 (0.46x). The whole tile's keys run inside a block, so there is no key
     // block knob for this GEMM.
+    std::optional<TileValues> tv;
+    if (tiledScores && !g.valueVar.empty()) {
+      H::Expr Nq;
+      for (auto &[n, x] : G.extents)
+        if (n == g.queryVar)
+          Nq = x;
+      tv = tileValues(ctpv, ctexp, k, g.valueVar, g.queryVar, Nq, T);
+    }
+    if (tv) {
+      H::Func W = tv->sums;
+      place(W, ctpv.vars);
+      ctexp.func.store_in(H::MemoryType::Stack);
+      const H::Var jt = ctpv.vars.back();
+      W.bound_storage(jt, 1);
+      H::Var e = varNamed(ctpv, g.valueVar), qi = varNamed(ctpv, g.queryVar);
+      const std::string n = ctpv.name;
+      H::Var ei(n + "_te"), qii(n + "_tq"), pe(n + "_pe"), pq(n + "_pq"), ze(n + "_ze"),
+          zq(n + "_zq");
+      W.align_bounds(e, 16).align_bounds(qi, 16);
+      W.tile(e, qi, ei, qii, 16, 16, H::TailStrategy::RoundUp)
+          .reorder(ei, qii, jt, qi, e)
+          .vectorize(ei)
+          .vectorize(qii);
+      tv->product.compute_at(W, qi).store_in(H::MemoryType::AMXTile);
+      for (int m = 0; m < 3; ++m) {
+        H::RVar uO(n + "_amx_uo"), uI(n + "_amx_ui");
+        tv->product.update(m)
+            .tile(e, qi, pe, pq, 16, 16, H::TailStrategy::GuardWithIf)
+            .split(tv->u.x, uO, uI, 32)
+            .reorder({uI, pe, pq, uO, e, qi})
+            .atomic()
+            .vectorize(uI)
+            .vectorize(pe)
+            .vectorize(pq);
+      }
+      tv->product.tile(e, qi, ze, zq, 16, 16).vectorize(ze).vectorize(zq);
+      std::vector<H::Var> va = tv->values.args();
+      // (A vector of 16 value indices per key, the two keys of a pair unrolled: Halide stores
+      // the two as one interleaved vector; vectorised along the pairs, each pair was a gather.)
+      tv->values.compute_at(W, e)
+          .bound_storage(va[1], 16)
+          .store_in(H::MemoryType::Stack)
+          .reorder(va[1], va[0], va[2])
+          .vectorize(va[1])
+          .unroll(va[0]);
+      for (H::Func &part : tv->parts) {
+        std::vector<H::Var> a = part.args();
+        place(part, a);
+        part.bound_storage(a[0], T)
+            .store_in(H::MemoryType::Stack)
+            .vectorize(a[0], 2 * vec, H::TailStrategy::GuardWithIf);
+      }
+      continue;
+    }
     place(ctpv.func, ctpv.vars);
     ctpv.func.bound_storage(ctpv.vars.back(), 1);
     if (!g.valueVar.empty()) {
@@ -688,6 +1022,13 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
       pairs.bound_storage(a[1], G.keyCount + 16);
   }
 
+  // tileScore's panels, per head as the pairs' copies: 16 keys' pairs (32 bf16) per vector.
+  for (auto &[name, panel] : keyPanels) {
+    std::vector<H::Var> a = panel.args();
+    H::LoopLevel at = batch.empty() ? H::LoopLevel::root() : H::LoopLevel(O.func, batch.front());
+    panel.compute_at(at).vectorize(a[0]).vectorize(a[1], vec, H::TailStrategy::GuardWithIf);
+  }
+
   // A group's key ranges test the mask at every (query row, key): the rows side by side in a
   // vector (the key's table entry a broadcast, the rows' a vector load), vectors of rows in
   // parallel; the groups then reduce their rows' ranges, a few operations per row. Computed at
@@ -780,7 +1121,8 @@ public:
     // bf16 dot products where the target has them and a kernel input is bf16 (scheduleGroup).
     if (t.bf16Dot && std::any_of(k.inputs.begin(), k.inputs.end(),
                                  [](const KernelParam &p) { return p.param.type().is_bfloat(); }))
-      ks.push_back({"online.bf16_dot", {1, 2}, 2});
+      ks.push_back(t.amx ? Knob{"online.bf16_dot", {1, 2, 3}, 3}
+                         : Knob{"online.bf16_dot", {1, 2}, 2});
     // The generic knobs only where Funcs outside the online groups (projections) take them.
     std::vector<bool> grouped = groupedFuncs(g, k);
     for (FuncIndex i = 0; i < k.funcs.size(); ++i)

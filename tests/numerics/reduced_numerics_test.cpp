@@ -188,6 +188,31 @@ TEST(ReducedNumerics, SdpaDotProductHeadDims) {
                {1, 2, 290, 64}, "causal_attention B1 H2 N290 D64");
 }
 
+// AMX (Sapphire Rapids and later; cpu-online's tileScore and tileValues): whole tiles of 256 keys
+// compute their scores and their exps x V on tdpbf16ps, d zero-padded to a multiple of 32 and the
+// value index to 16, the last query group's rows past Nq read as the last row, and each exp split
+// into three bf16 parts. Head dimensions that pad, two whole tiles and a partial one, a partial
+// last group of rows, and scores of ~100.
+TEST(ReducedNumerics, SdpaTileHeadDims) {
+  std::printf("[ numerics ] AMX tiles %s on this process\n",
+              attnc::request_tile_state() ? "run" : "do not run (no AMX tile state)");
+  for (int D : {24, 40, 64, 72})
+    checkReduced({attnc_kernels::sdpa_auto(), attnc_kernels::reduced_sdpa_bf16(),
+                  attnc_kernels::reduced_sdpa_f16()},
+                 "sdpa.attn", "sdpa",
+                 {attnc_test::randn({1, 2, 50, D}, 40 + D),
+                  attnc_test::randn({1, 2, 520, D}, 41 + D),
+                  attnc_test::randn({1, 2, 520, D}, 42 + D)},
+                 {1, 2, 50, D}, "sdpa B1 H2 Nq50 Nk520 D" + std::to_string(D));
+  checkReduced({attnc_kernels::sdpa_auto(), attnc_kernels::reduced_sdpa_bf16(),
+                attnc_kernels::reduced_sdpa_f16()},
+               "sdpa.attn", "sdpa",
+               {attnc_test::randn({1, 2, 33, 64}, 50, 0.f, 10.f),
+                attnc_test::randn({1, 2, 300, 64}, 51, 0.f, 10.f),
+                attnc_test::randn({1, 2, 300, 64}, 52, 0.f, 10.f)},
+               {1, 2, 33, 64}, "sdpa large scores Nk300 D64");
+}
+
 // An odd head dimension: the bf16 key copy in pairs has a last pair of one value (its second
 // value is clamped to the last d, and the score loop never multiplies it).
 TEST(ReducedNumerics, SdpaOddHeadDim) {

@@ -195,4 +195,11 @@ size_t buffer_cache_bytes();
 // CUDA kernel, so a machine without a GPU gets "no CUDA device" rather than a driver error.
 bool cuda_device_available(std::string *why = nullptr);
 
+// Asks Linux for the AMX tile state of this process (arch_prctl(ARCH_REQ_XCOMP_PERM,
+// XFEATURE_XTILEDATA), Linux 5.16 and later), once; true when granted. Until a process asks, its
+// first tile instruction raises SIGILL, and Halide 21's kernels do not ask (halide/Halide#9191).
+// call() asks before it runs a kernel; a program that runs kernels another way (Halide's JIT:
+// attn-run, attn-tune) calls it itself. False on CPUs without AMX and on other systems.
+bool request_tile_state();
+
 } // namespace attnc

@@ -23,7 +23,9 @@ struct Target {
         vectorRegisters(avx512 || (t.arch == Halide::Target::ARM && t.bits == 64) ? 32 : 16),
         bf16Dot(t.arch == Halide::Target::X86 &&
                 t.features_any_of({Halide::Target::AVX512_Zen4, Halide::Target::AVX512_Zen5,
-                                   Halide::Target::AVX512_SapphireRapids})) {}
+                                   Halide::Target::AVX512_SapphireRapids})),
+        amx(t.arch == Halide::Target::X86 && t.has_feature(Halide::Target::AVX512_SapphireRapids)) {
+  }
 
   // Any GPU API: the CPU rules decline such targets.
   bool gpu = false;
@@ -44,6 +46,11 @@ struct Target {
   // x86 with Halide's avx512_zen4, avx512_zen5 or avx512_sapphirerapids (Zen 4 and later,
   // Sapphire Rapids and later).
   bool bf16Dot = false;
+  // AMX tiles (tdpbf16ps: a 16 x 16 f32 tile += 16 x 32 bf16 times 32 x 16 bf16 per
+  // instruction), which Halide emits for a Func stored in MemoryType::AMXTile: x86 with
+  // avx512_sapphirerapids, the one Halide feature that implies AMX. Linux must be asked for the
+  // tile state before the first tile instruction (attnc::request_tile_state in the runtime).
+  bool amx = false;
 
   // A JIT compile that runs once at known sizes (attn-run): every buffer's extents and mins at
   // those sizes, as Halide's front end names them ("k.extent.1", "o.min.0"). Rules then compile

@@ -193,6 +193,14 @@ CASES = {
         "ms_deform_attn": ("ms_deform_attn", [], ms_deform),
         "dat_attn": ("dat_attn", ["r=1", "ks=3", "orf=0.5", "nh=2", "ng=1"], dat),
     },
+    # Past a whole tile of 256 keys: on a CPU with AMX, cpu-online's tile products (tileScore,
+    # tileValues) compute these tiles; head dimensions that pad to 32 and value widths to 16.
+    5: {
+        "alibi": ("alibi", [], lambda: qkv(rng(60), 1, 2, 20, 300, 40)),
+        "gqa": ("gqa", [], lambda: (lambda f: dict(q=f(1, 4, 20, 24), k=f(1, 2, 530, 24), v=f(1, 2, 530, 24)))(rng(61))),
+        "softcap_attention": ("softcap_attention", ["cap=5.0"], lambda: qkv(rng(62), 1, 2, 300, 300, 32, sc=3.0)),
+        "sigmoid_attention": ("sigmoid_attention", [], lambda: qkv(rng(64), 1, 2, 20, 260, 16)),
+    },
 }
 
 
