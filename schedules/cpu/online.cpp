@@ -465,6 +465,26 @@ std::optional<TileValues> tileValues(LoweredFunc &tpv, const LoweredFunc &texp, 
   return tv;
 }
 
+// A tile product (tileScore's, tileValues'): one 16 x 16 f32 tile register (x the columns, y
+// the rows), zeroed, then each update's reduction in steps of 32 bf16 values, the form Halide's
+// AMX pass turns into tilezero and tdpbf16ps.
+void scheduleTileProduct(H::Func product, H::Var x, H::Var y, H::RVar r, const std::string &n) {
+  H::Var px(n + "_px"), py(n + "_py"), zx(n + "_zx"), zy(n + "_zy");
+  product.store_in(H::MemoryType::AMXTile);
+  for (int m = 0; m < product.num_update_definitions(); ++m) {
+    H::RVar rO(n + "_amx_ro"), rI(n + "_amx_ri");
+    product.update(m)
+        .tile(x, y, px, py, 16, 16, H::TailStrategy::GuardWithIf)
+        .split(r, rO, rI, 32)
+        .reorder({rI, px, py, rO, x, y})
+        .atomic()
+        .vectorize(rI)
+        .vectorize(px)
+        .vectorize(py);
+  }
+  product.tile(x, y, zx, zy, 16, 16).vectorize(zx).vectorize(zy);
+}
+
 void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
                    const OnlineParams &prm, const ScheduleParams &params) {
   const int vec = t.floatLanes;
@@ -671,21 +691,11 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
         H::Var kv = varNamed(*C, key), qv = varNamed(*C, g.queryVar);
         W.bound_storage(kv, T).store_in(H::MemoryType::Stack);
         const std::string n = C->name;
-        H::Var kvi(n + "_tk"), qvi(n + "_tq"), pk(n + "_pk"), pq(n + "_pq"), zk(n + "_zk"),
-            zq(n + "_zq");
+        H::Var kvi(n + "_tk"), qvi(n + "_tq");
         W.align_bounds(kv, 16).align_bounds(qv, 16);
         W.tile(kv, qv, kvi, qvi, 16, 16, H::TailStrategy::RoundUp).vectorize(kvi).vectorize(qvi);
-        H::RVar dO(n + "_amx_do"), dI(n + "_amx_di");
-        ts->product.compute_at(W, kv).store_in(H::MemoryType::AMXTile);
-        ts->product.update()
-            .tile(kv, qv, pk, pq, 16, 16, H::TailStrategy::GuardWithIf)
-            .split(ts->d.x, dO, dI, 32)
-            .reorder({dI, pk, pq, dO, kv, qv})
-            .atomic()
-            .vectorize(dI)
-            .vectorize(pk)
-            .vectorize(pq);
-        ts->product.tile(kv, qv, zk, zq, 16, 16).vectorize(zk).vectorize(zq);
+        ts->product.compute_at(W, kv);
+        scheduleTileProduct(ts->product, kv, qv, ts->d.x, n);
         ts->qa.compute_at(task).vectorize(ts->qa.args()[0], 2 * vec, H::TailStrategy::GuardWithIf);
         {
           std::vector<H::Var> a = ts->tilePanel.args();
@@ -870,26 +880,14 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
       W.bound_storage(jt, 1);
       H::Var e = varNamed(ctpv, g.valueVar), qi = varNamed(ctpv, g.queryVar);
       const std::string n = ctpv.name;
-      H::Var ei(n + "_te"), qii(n + "_tq"), pe(n + "_pe"), pq(n + "_pq"), ze(n + "_ze"),
-          zq(n + "_zq");
+      H::Var ei(n + "_te"), qii(n + "_tq");
       W.align_bounds(e, 16).align_bounds(qi, 16);
       W.tile(e, qi, ei, qii, 16, 16, H::TailStrategy::RoundUp)
           .reorder(ei, qii, jt, qi, e)
           .vectorize(ei)
           .vectorize(qii);
-      tv->product.compute_at(W, qi).store_in(H::MemoryType::AMXTile);
-      for (int m = 0; m < 3; ++m) {
-        H::RVar uO(n + "_amx_uo"), uI(n + "_amx_ui");
-        tv->product.update(m)
-            .tile(e, qi, pe, pq, 16, 16, H::TailStrategy::GuardWithIf)
-            .split(tv->u.x, uO, uI, 32)
-            .reorder({uI, pe, pq, uO, e, qi})
-            .atomic()
-            .vectorize(uI)
-            .vectorize(pe)
-            .vectorize(pq);
-      }
-      tv->product.tile(e, qi, ze, zq, 16, 16).vectorize(ze).vectorize(zq);
+      tv->product.compute_at(W, qi);
+      scheduleTileProduct(tv->product, e, qi, tv->u.x, n);
       std::vector<H::Var> va = tv->values.args();
       // (A vector of 16 value indices per key, the two keys of a pair unrolled: Halide stores
       // the two as one interleaved vector; vectorised along the pairs, each pair was a gather.)
