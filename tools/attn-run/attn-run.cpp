@@ -137,8 +137,8 @@ cl::opt<bool> tileStats(
 cl::opt<bool> reference(
     "reference",
     cl::desc("evaluate with the fp64 reference interpreter instead of Halide (outputs are\n"
-             "written as float32/int32 like the compiled ones; --target and --schedule are\n"
-             "ignored)"),
+             "written in the kernel's element types like the compiled ones; --target and\n"
+             "--schedule are ignored)"),
     cl::ValueDisallowed, cl::cat(category));
 
 bool splitAssign(const std::string &s, std::string *name, std::string *path) {
@@ -688,8 +688,11 @@ int main(int argc, char **argv) {
   usage.options = {inputArgs,    outputArgs, targetStr,   schedule,      kernelName,
                    defines,      importDirs, sampleOrder, onlineSoftmax, onlineTile,
                    gatherChecks, tileStats,  reference};
-  usage.epilogue = "Inputs must be little-endian, C-order float32 or int32 arrays. Every output is "
-                   "summarised;\nthose named with --output are written.\n";
+  usage.epilogue =
+      "Inputs must be little-endian, C-order arrays of the kernel's element types:\n"
+      "float32, int32, float16 ('<f2'), bfloat16 (as ml_dtypes saves it, '<V2', or its\n"
+      "raw bits, '<u2'). Every output is summarised; those named with --output are\n"
+      "written.\n";
   if (std::optional<int> rc = cli.parse(argc, argv, usage))
     return *rc;
 
