@@ -66,6 +66,57 @@ bool readsAtKey(const std::vector<H::Expr> &values, const std::set<std::string> 
   return calls.plain;
 }
 
+// The product `a * b` of a sum's only update `f(...) + a * b` (one reduction variable), or null.
+const H::Internal::Mul *updateProduct(const LoweredFunc &f) {
+  namespace I = H::Internal;
+  if (f.func.num_update_definitions() != 1 || f.rvars.size() != 1 ||
+      f.func.update_values(0).size() != 1)
+    return nullptr;
+  const auto *add = f.func.update_value(0).as<I::Add>();
+  const auto *self = add ? add->a.as<I::Call>() : nullptr;
+  if (!self || self->name != f.func.name())
+    return nullptr;
+  return add->b.as<I::Mul>();
+}
+
+// Whether `e` is the variable `name`.
+bool isVar(const H::Expr &e, const std::string &name) {
+  const auto *v = e.as<H::Internal::Variable>();
+  return v && v->name == name;
+}
+
+// The kernel input that a call reads (by its Func's name), or null.
+const KernelParam *inputCalled(const LoweredKernel &k, const std::string &callName) {
+  for (const KernelParam &p : k.inputs)
+    if (callName == H::Func(p.param).name())
+      return &p;
+  return nullptr;
+}
+
+// A copy of key input `p` in pairs of its head dimension: pairs(dl, key, dp, ...) =
+// p(2 dp + dl, key, ...), d clamped to the last (at an odd head dimension the last pair's second
+// value repeats the last d's). With `zeroFrom` defined (tileScore's copy, which its whole tiles
+// read past D and, where a chain has no tile, past the keys), values at d >= zeroFrom are zero
+// and the key is clamped to the last one.
+H::Func pairsCopy(const KernelParam &p, const std::string &name, H::Expr zeroFrom = H::Expr()) {
+  const std::string n = p.param.name();
+  std::vector<H::Var> a{H::Var(n + "_dl"), H::Var(n + "_j"), H::Var(n + "_dp")};
+  H::Expr dv = 2 * a[2] + a[0];
+  std::vector<H::Expr> from{H::min(dv, p.param.dim(0).extent() - 1), a[1]};
+  if (zeroFrom.defined())
+    from[1] = H::min(a[1], p.param.dim(1).extent() - 1);
+  for (int d = 2; d < p.param.dimensions(); ++d) {
+    a.push_back(H::Var(n + "_" + std::to_string(d)));
+    from.push_back(a.back());
+  }
+  H::Func pairs(name);
+  H::Expr value = H::Func(p.param)(from);
+  pairs(a) = zeroFrom.defined()
+                 ? H::select(dv < zeroFrom, value, H::Internal::make_zero(value.type()))
+                 : value;
+  return pairs;
+}
+
 // The bf16 input that contraction `C` reads along the key in a product of two bf16 values,
 // `C + f32(x(d, key, ...)) * f32(y(...))` with `d` its reduction variable, or null: such a sum
 // can run on the target's bf16 dot product (see keyPairs in scheduleGroup).
@@ -73,25 +124,18 @@ const KernelParam *pairableKeyRead(const LoweredFunc &C, LoweredKernel &k,
                                    const std::vector<std::string> &keyInputs,
                                    const std::string &key) {
   namespace I = H::Internal;
-  if (C.func.num_update_definitions() != 1 || C.rvars.size() != 1 ||
-      C.func.update_values(0).size() != 1)
-    return nullptr;
-  const auto *add = C.func.update_value(0).as<I::Add>();
-  const auto *self = add ? add->a.as<I::Call>() : nullptr;
-  const auto *mul = add ? add->b.as<I::Mul>() : nullptr;
-  if (!self || self->name != C.func.name() || !mul)
+  const I::Mul *mul = updateProduct(C);
+  if (!mul)
     return nullptr;
   const I::Call *x = widenedBF16Read(mul->a), *y = widenedBF16Read(mul->b);
   if (!x || !y)
     return nullptr;
   for (const I::Call *c : {x, y})
-    for (KernelParam &p : k.inputs)
-      if (std::find(keyInputs.begin(), keyInputs.end(), p.name) != keyInputs.end() &&
-          c->name == H::Func(p.param).name() && p.param.dimensions() >= 2 && c->args.size() >= 2) {
-        const auto *d = c->args[0].as<I::Variable>(), *j = c->args[1].as<I::Variable>();
-        if (d && j && d->name == C.rvars[0].name() && j->name == key)
-          return &p;
-      }
+    if (const KernelParam *p = inputCalled(k, c->name);
+        p && std::find(keyInputs.begin(), keyInputs.end(), p->name) != keyInputs.end() &&
+        p->param.dimensions() >= 2 && c->args.size() >= 2 && isVar(c->args[0], C.rvars[0].name()) &&
+        isVar(c->args[1], key))
+      return p;
   return nullptr;
 }
 
@@ -232,13 +276,13 @@ std::vector<LoweredFunc> cloneContractions(LoweredKernel &k, const OnlinePattern
 // (pairableKeyRead) of a chain whose tiles are whole (every tile T keys from a multiple of T:
 // sdpa's 256-key tiles) computed by Halide's AMX tiles. Its consumers read a wrapper (the score
 // tile, 16 x 16 blocks) that stores each block of `A`, the product kept in a tile register:
-// A(key, row) += f32(qa(d, row)) * f32(panel(d % 2, key % 16, d / 2, key / 16)) over d in
-// [0, D rounded up to 32), tdpbf16ps's 32 values of d per step. The operands:
-// - panel: the key input per head in panels of 16 keys ([key / 16][d / 2][key % 16][d % 2]), the
-//   layout of tdpbf16ps's right operand: Halide 21 recognises the product only where that
-//   operand's rows (one per pair of d) lie a constant stride apart (the pairs' copy's stride is
-//   the key count: "Store to AMX tile allocation of a non-tile value"), and panels of 16 keys
-//   make it 64 bytes. key / 16 and key % 16 simplify because the tiles start at multiples of T.
+// A(key, row) += f32(qa(d, row)) * f32(panel(d % 2, key, d / 2)) over d in [0, D rounded up to
+// 32), tdpbf16ps's 32 values of d per step. The operands:
+// - panel: the key input per head in pairs of d ([d / 2][key][d % 2], pairsCopy, zero past D),
+//   the layout of tdpbf16ps's right operand, read through a copy per tile (tilePanel): Halide 21
+//   recognises the product only where that operand's rows (one per pair of d) lie a constant
+//   stride apart, and the per-head copy's stride is the key count ("Store to AMX tile
+//   allocation of a non-tile value"); the tile's copy has T keys per row.
 // - qa: the query rows of the task, rows past the last clamped to it and d past D zero (as the
 //   panel's): the blocks are whole 16 x 16 tiles (rounded up, AMX has no partial tile here), and
 //   zeros add nothing to a sum.
@@ -269,22 +313,15 @@ std::optional<TileScore> tileScore(LoweredFunc &C, LoweredKernel &k, const Kerne
   if (args.size() < 2 || args[0].name() != varNamed(C, key).name() ||
       args[1].name() != varNamed(C, queryVar).name())
     return std::nullopt;
-  const auto *mul = C.func.update_value(0).as<I::Add>()->b.as<I::Mul>();
+  const I::Mul *mul = updateProduct(C); // (pairableKeyRead matched it)
   const I::Call *x = widenedBF16Read(mul->a), *y = widenedBF16Read(mul->b);
   const std::string keyName = H::Func(keyIn.param).name();
   if (x->name != keyName)
     std::swap(x, y);
   // The other operand: an input read at (d, row, ...), d only there.
-  const KernelParam *qIn = nullptr;
-  for (KernelParam &p : k.inputs)
-    if (y->name == H::Func(p.param).name() && p.name != keyIn.name)
-      qIn = &p;
+  const KernelParam *qIn = inputCalled(k, y->name);
   const H::RVar d = C.rvars[0];
-  auto isVar = [](const H::Expr &e, const std::string &n) {
-    const auto *v = e.as<I::Variable>();
-    return v && v->name == n;
-  };
-  if (!qIn || y->args.size() < 2 || !isVar(y->args[0], d.name()) ||
+  if (!qIn || qIn->name == keyIn.name || y->args.size() < 2 || !isVar(y->args[0], d.name()) ||
       !isVar(y->args[1], varNamed(C, queryVar).name()) || x->args.size() < 2)
     return std::nullopt;
   for (size_t n = 2; n < y->args.size(); ++n)
@@ -297,20 +334,10 @@ std::optional<TileScore> tileScore(LoweredFunc &C, LoweredKernel &k, const Kerne
   const H::Expr D = d.extent(), Dp = (D + 31) / 32 * 32;
   const H::Expr zero = I::make_zero(H::BFloat(16));
   TileScore ts;
-  auto [it, fresh] = panels.try_emplace(keyName, H::Func(keyIn.param.name() + "_amx_pairs"));
+  auto it = panels.find(keyName);
+  if (it == panels.end())
+    it = panels.emplace(keyName, pairsCopy(keyIn, keyIn.param.name() + "_amx_pairs", D)).first;
   ts.panel = it->second;
-  if (fresh) {
-    const std::string n = keyIn.param.name();
-    std::vector<H::Var> a{H::Var(n + "_dl"), H::Var(n + "_j"), H::Var(n + "_dp")};
-    H::Expr dv = 2 * a[2] + a[0];
-    std::vector<H::Expr> from{H::min(dv, keyIn.param.dim(0).extent() - 1),
-                              H::min(a[1], keyIn.param.dim(1).extent() - 1)};
-    for (int e = 2; e < keyIn.param.dimensions(); ++e) {
-      a.push_back(H::Var(n + "_" + std::to_string(e)));
-      from.push_back(a.back());
-    }
-    ts.panel(a) = H::select(dv < D, H::Func(keyIn.param)(from), zero);
-  }
   {
     const std::string n = C.name + "_rows";
     std::vector<H::Var> a;
@@ -359,13 +386,8 @@ std::optional<TileValues> tileValues(LoweredFunc &tpv, const LoweredFunc &texp, 
                                      const std::string &valueVar, const std::string &queryVar,
                                      H::Expr Nq, int T) {
   namespace I = H::Internal;
-  if (T % 32 != 0 || !Nq.defined() || tpv.func.num_update_definitions() != 1 ||
-      tpv.rvars.size() != 1 || tpv.func.update_values(0).size() != 1)
-    return std::nullopt;
-  const auto *add = tpv.func.update_value(0).as<I::Add>();
-  const auto *self = add ? add->a.as<I::Call>() : nullptr;
-  const auto *mul = add ? add->b.as<I::Mul>() : nullptr;
-  if (!self || self->name != tpv.func.name() || !mul)
+  const I::Mul *mul = updateProduct(tpv);
+  if (T % 32 != 0 || !Nq.defined() || !mul)
     return std::nullopt;
   const I::Call *e = mul->a.as<I::Call>(), *v = widenedBF16Read(mul->b);
   if (!e || !v) {
@@ -373,18 +395,11 @@ std::optional<TileValues> tileValues(LoweredFunc &tpv, const LoweredFunc &texp, 
     if (!e || !v)
       return std::nullopt;
   }
-  const KernelParam *vIn = nullptr;
-  for (KernelParam &p : k.inputs)
-    if (v->name == H::Func(p.param).name())
-      vIn = &p;
+  const KernelParam *vIn = inputCalled(k, v->name);
   const std::string un = tpv.rvars[0].name();
-  auto isVar = [](const H::Expr &x, const std::string &n) {
-    const auto *var = x.as<I::Variable>();
-    return var && var->name == n;
-  };
   H::Var ev = varNamed(tpv, valueVar), iv = varNamed(tpv, queryVar);
-  if (e->name != texp.func.name() || !vIn || v->args.size() < 2 || !isVar(v->args[0], ev.name()) ||
-      !ev.name().size() || !iv.name().size())
+  if (ev.name().empty() || iv.name().empty() || e->name != texp.func.name() || !vIn ||
+      v->args.size() < 2 || !isVar(v->args[0], ev.name()))
     return std::nullopt;
   int keyArgs = 0, rowArgs = 0;
   for (const H::Expr &a : e->args) {
@@ -708,22 +723,14 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
         continue;
       }
       if (paired) {
-        auto [it, fresh] = keyPairs.try_emplace(H::Func(paired->param).name(),
-                                                H::Func(paired->param.name() + "_pairs"));
-        if (fresh) {
-          // pairs(dl, key, dp, ...) = k(2 dp + dl, key, ...), clamped: at an odd head dimension
-          // the last pair's second value repeats the last d's, never multiplied (the score loop
-          // runs over d < D).
-          const std::string n = paired->param.name();
-          std::vector<H::Var> a{H::Var(n + "_dl"), H::Var(n + "_j"), H::Var(n + "_dp")};
-          std::vector<H::Expr> from{H::min(2 * a[2] + a[0], paired->param.dim(0).extent() - 1),
-                                    a[1]};
-          for (int d = 2; d < paired->param.dimensions(); ++d) {
-            a.push_back(H::Var(n + "_" + std::to_string(d)));
-            from.push_back(a.back());
-          }
-          it->second(a) = H::Func(paired->param)(from);
-        }
+        // (The clamped last pair's second value is never multiplied: the score loop runs over
+        // d < D.)
+        auto it = keyPairs.find(H::Func(paired->param).name());
+        if (it == keyPairs.end())
+          it = keyPairs
+                   .emplace(H::Func(paired->param).name(),
+                            pairsCopy(*paired, paired->param.name() + "_pairs"))
+                   .first;
         C->func.function().update(0).values()[0] = pairedUpdate(*C, it->first, it->second);
       } else {
         keyReaders.push_back(C->func);
@@ -974,11 +981,13 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
     }
   if (keyReaders.empty() || !g.rowsShareKeys)
     keySources.clear(); // nothing reads K along the keys, or its rows already are contiguous
+  // The per-head copies below (transposed K, pairs, panels) are computed once per head.
+  const H::LoopLevel perHead =
+      batch.empty() ? H::LoopLevel::root() : H::LoopLevel(O.func, batch.front());
   for (H::Func src : keySources) {
     H::Func kT = src.in(keyReaders);
     std::vector<H::Var> a = kT.args();
     std::swap(a[0], a[1]);
-    H::LoopLevel at = batch.empty() ? H::LoopLevel::root() : H::LoopLevel(O.func, batch.front());
     // A vector of keys at a time, all of its head dimensions before the next: the vector's rows
     // (4 KiB at D=64) stay in L1 while their gathers run, where a pass over every key per
     // dimension brought each row in from L2 once per dimension. A/B in one process, Zen 4, 2
@@ -986,7 +995,7 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
     H::Var jo(a[0].name() + "_o"), ji(a[0].name() + "_i");
     std::vector<H::VarOrRVar> order{ji, a[1], jo};
     order.insert(order.end(), a.begin() + 2, a.end());
-    kT.compute_at(at)
+    kT.compute_at(perHead)
         .reorder_storage(a)
         .split(a[0], jo, ji, vec, H::TailStrategy::GuardWithIf)
         .reorder(order)
@@ -1006,11 +1015,10 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   // its pairs (dl innermost), so that a vector of the copy is 16 keys' two bf16 values of d.
   for (auto &[name, pairs] : keyPairs) {
     std::vector<H::Var> a = pairs.args();
-    H::LoopLevel at = batch.empty() ? H::LoopLevel::root() : H::LoopLevel(O.func, batch.front());
     H::Var jo(a[1].name() + "_o"), ji(a[1].name() + "_i");
     std::vector<H::VarOrRVar> order{a[0], ji, a[2], jo};
     order.insert(order.end(), a.begin() + 3, a.end());
-    pairs.compute_at(at)
+    pairs.compute_at(perHead)
         .split(a[1], jo, ji, vec, H::TailStrategy::GuardWithIf)
         .reorder(order)
         .vectorize(a[0])
@@ -1023,8 +1031,7 @@ void scheduleGroup(LoweredKernel &k, const OnlinePattern &g, const Target &t,
   // tileScore's panels, per head as the pairs' copies: 16 keys' pairs (32 bf16) per vector.
   for (auto &[name, panel] : keyPanels) {
     std::vector<H::Var> a = panel.args();
-    H::LoopLevel at = batch.empty() ? H::LoopLevel::root() : H::LoopLevel(O.func, batch.front());
-    panel.compute_at(at).vectorize(a[0]).vectorize(a[1], vec, H::TailStrategy::GuardWithIf);
+    panel.compute_at(perHead).vectorize(a[0]).vectorize(a[1], vec, H::TailStrategy::GuardWithIf);
   }
 
   // A group's key ranges test the mask at every (query row, key): the rows side by side in a
